@@ -1,0 +1,164 @@
+#include "data.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t ka_mix64(uint64_t a, uint64_t b) {
+  uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void ka_rng_seed(ka_rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; i++) r->s[i] = ka_mix64(seed, (uint64_t)i);
+}
+
+uint64_t ka_rng_next(ka_rng *r) {
+  uint64_t *s = r->s;
+  uint64_t res = rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return res;
+}
+
+double ka_rng_uniform(ka_rng *r) { return (double)(ka_rng_next(r) >> 11) * 0x1.0p-53; }
+
+uint16_t ka_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+float ka_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void store(ka_dtype dt, void *buf, int64_t i, double v) {
+  switch (dt) {
+    case KA_DT_F32: ((float *)buf)[i] = (float)v; break;
+    case KA_DT_F64: ((double *)buf)[i] = v; break;
+    case KA_DT_F16: ((_Float16 *)buf)[i] = (_Float16)v; break;
+    case KA_DT_BF16: ((uint16_t *)buf)[i] = ka_f32_to_bf16((float)v); break;
+    case KA_DT_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case KA_DT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case KA_DT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case KA_DT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+  }
+}
+
+double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
+  switch (dt) {
+    case KA_DT_F32: return ((const float *)buf)[i];
+    case KA_DT_F64: return ((const double *)buf)[i];
+    case KA_DT_F16: return (double)((const _Float16 *)buf)[i];
+    case KA_DT_BF16: return ka_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case KA_DT_I8: return ((const int8_t *)buf)[i];
+    case KA_DT_U8: return ((const uint8_t *)buf)[i];
+    case KA_DT_I32: return ((const int32_t *)buf)[i];
+    case KA_DT_I64: return (double)((const int64_t *)buf)[i];
+  }
+  return NAN;
+}
+
+void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
+                   int case_index, int tensor_index) {
+  ka_rng r;
+  ka_rng_seed(&r, ka_mix64(ka_mix64(seed, (uint64_t)case_index), (uint64_t)tensor_index));
+  for (int64_t i = 0; i < elems; i++) {
+    double v;
+    if (spec->dist == KA_DIST_NORMAL) {
+      /* Box-Muller; one value per pair of uniforms keeps the stream position simple. */
+      double u1 = ka_rng_uniform(&r), u2 = ka_rng_uniform(&r);
+      v = spec->a + spec->b * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
+    } else if (spec->dist == KA_DIST_UNIFORM) {
+      v = spec->a + (spec->b - spec->a) * ka_rng_uniform(&r);
+    } else {
+      double span = floor(spec->b) - ceil(spec->a) + 1;
+      v = ceil(spec->a) + floor(ka_rng_uniform(&r) * span);
+    }
+    store(spec->dtype, buf, i, v);
+  }
+}
+
+void ka_fill_poison(ka_dtype dt, void *buf, int64_t elems, uint64_t seed) {
+  ka_rng r;
+  ka_rng_seed(&r, seed);
+  size_t es = ka_dtype_size(dt);
+  unsigned char *b = buf;
+  for (int64_t i = 0; i < elems; i++) {
+    uint64_t x = ka_rng_next(&r);
+    switch (dt) {
+      case KA_DT_F32: {
+        uint32_t u = 0x7fc00000u | (uint32_t)(x & 0x3fffffu) | 1u;
+        memcpy(b + i * 4, &u, 4);
+        break;
+      }
+      case KA_DT_F64: {
+        uint64_t u = 0x7ff8000000000000ULL | (x & 0x7ffffffffffffULL) | 1u;
+        memcpy(b + i * 8, &u, 8);
+        break;
+      }
+      case KA_DT_F16: {
+        uint16_t u = (uint16_t)(0x7e00u | (x & 0x1ffu) | 1u);
+        memcpy(b + i * 2, &u, 2);
+        break;
+      }
+      case KA_DT_BF16: {
+        uint16_t u = (uint16_t)(0x7fc0u | (x & 0x3fu) | 1u);
+        memcpy(b + i * 2, &u, 2);
+        break;
+      }
+      default: memcpy(b + (size_t)i * es, &x, es); break;
+    }
+  }
+}
+
+int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems,
+                       double atol, double rtol, ka_compare *res) {
+  memset(res, 0, sizeof *res);
+  res->first_bad = -1;
+  res->elements = elems;
+  double scale = 0;
+  for (int64_t i = 0; i < elems; i++)
+    if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
+  if (scale == 0) scale = 1;
+  res->ref_scale = scale;
+  double abs_tol = atol * scale;
+  for (int64_t i = 0; i < elems; i++) {
+    double o = ka_load_double(dt, out, i), r = ref[i];
+    int bad;
+    if (!isfinite(r)) {
+      bad = !(isnan(r) ? isnan(o) : o == r);
+    } else if (!isfinite(o)) {
+      bad = 1;
+      res->nonfinite++;
+    } else {
+      double e = fabs(o - r);
+      double rel = e / fmax(fabs(r), abs_tol > 0 ? abs_tol : 1e-300);
+      if (e > res->max_abs_err) res->max_abs_err = e;
+      if (rel > res->max_rel_err) res->max_rel_err = rel;
+      bad = e > abs_tol + rtol * fabs(r);
+    }
+    if (bad) {
+      if (res->mismatches++ == 0) {
+        res->first_bad = i;
+        res->first_out = o;
+        res->first_ref = r;
+      }
+    }
+  }
+  return res->mismatches == 0;
+}

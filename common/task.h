@@ -1,0 +1,158 @@
+/* Task model: a task directory (task.yaml, baseline/, reference.c, prompt.md) loaded
+ * with libyaml, and the launch plan of rtc-mode submissions.
+ *
+ * task.yaml (docs/tasks.md is the reference):
+ *   id, type (hip2hip|cuda2cuda|host), language (hip|cuda|c), mode (rtc|module),
+ *   backends, description, params [{name, type: i32|i64}],
+ *   tensors [{name, dtype, shape: [expr...], role: input|output, init: {dist,...}}],
+ *   tolerance {atol, rtol}, cases / held_out [{name, <param>: value...}],
+ *   editable [files], source (file compiled), launch_plan (rtc: editable file),
+ *   entry {symbol, args} (module), reference {symbol}, timeout_s, bytes, flops.
+ * Thread safety: a loaded ka_task is immutable and may be shared between threads. */
+#ifndef KA_TASK_H
+#define KA_TASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "expr.h"
+
+#define KA_MAX_PARAMS 16
+#define KA_MAX_TENSORS 16
+#define KA_MAX_DIMS 6
+#define KA_MAX_ARGS 32
+#define KA_MAX_LAUNCHES 16
+#define KA_MAX_SCRATCH 8
+#define KA_MAX_EDITABLE 8
+
+typedef enum ka_dtype {
+  KA_DT_F32,
+  KA_DT_F64,
+  KA_DT_F16,
+  KA_DT_BF16,
+  KA_DT_I8,
+  KA_DT_U8,
+  KA_DT_I32,
+  KA_DT_I64,
+} ka_dtype;
+
+/* Bytes per element of dtype. */
+size_t ka_dtype_size(ka_dtype dt);
+/* "f32", "bf16", ...; parse returns KA_OK or KA_EPARSE. */
+const char *ka_dtype_name(ka_dtype dt);
+int ka_dtype_parse(const char *s, ka_dtype *out);
+
+typedef enum ka_role { KA_ROLE_INPUT, KA_ROLE_OUTPUT } ka_role;
+typedef enum ka_dist { KA_DIST_NORMAL, KA_DIST_UNIFORM, KA_DIST_RANDINT } ka_dist;
+
+typedef struct ka_tensor_spec {
+  char *name;
+  ka_dtype dtype;
+  ka_role role;
+  int ndim;
+  char *shape[KA_MAX_DIMS]; /* expressions over params */
+  ka_dist dist;             /* inputs only */
+  double a, b;              /* normal: mean, std; uniform/randint: low, high (inclusive for randint) */
+} ka_tensor_spec;
+
+typedef struct ka_param_spec {
+  char *name;
+  int is_i32; /* passed to kernels as int32 (else int64) */
+} ka_param_spec;
+
+typedef struct ka_case {
+  char *name;
+  int64_t values[KA_MAX_PARAMS]; /* in task params order */
+  int held_out;
+} ka_case;
+
+typedef struct ka_task {
+  char *id, *type, *language, *mode, *description, *dir, *version;
+  char *backends[4];
+  int nbackends;
+  int nparams, ntensors, ncases, nheld;
+  ka_param_spec params[KA_MAX_PARAMS];
+  ka_tensor_spec tensors[KA_MAX_TENSORS];
+  ka_case *cases;    /* ncases shown then nheld held-out, contiguous */
+  double atol, rtol; /* |out-ref| <= atol * max|ref| + rtol * |ref| (scale-aware) */
+  char *editable[KA_MAX_EDITABLE];
+  int neditable;
+  char *source;      /* editable file that is compiled */
+  char *launch_plan; /* rtc: editable launch-plan file; NULL in module mode */
+  char *entry_symbol; /* module: C entry point */
+  char *entry_args[KA_MAX_ARGS];
+  int nentry_args;
+  char *reference_symbol;
+  double timeout_s;
+  char *bytes_expr, *flops_expr; /* optional, for the physics floor */
+  char *prompt;                  /* prompt.md contents */
+} ka_task;
+
+/* Loads dir/task.yaml, dir/prompt.md and checks that the baseline files exist and the
+ * schema is complete. The caller owns *out (ka_task_free). Returns KA_ENOENT,
+ * KA_EPARSE (with file, line and reason in err) or KA_ENOMEM. */
+int ka_task_load(const char *dir, ka_task **out, char *err, size_t errlen);
+void ka_task_free(ka_task *t);
+
+/* Index of a param / tensor by name, or -1. */
+int ka_task_param(const ka_task *t, const char *name);
+int ka_task_tensor(const ka_task *t, const char *name);
+
+/* 1 if path is one of the task's editable files. */
+int ka_task_is_editable(const ka_task *t, const char *path);
+
+/* Fills vars with the case's params. Names are borrowed from t. */
+void ka_task_case_vars(const ka_task *t, const ka_case *c, ka_vars *vars);
+
+/* Element count of tensor i for case c. Returns KA_OK or an expression error. */
+int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems,
+                         char *err, size_t errlen);
+
+/* A task registry: every task.yaml found under root (recursively, two levels:
+ * root/<family>/<name>/task.yaml). Tasks that fail to load are reported in err and
+ * skipped only when skip_bad is set; otherwise loading fails. */
+typedef struct ka_registry {
+  int ntasks;
+  ka_task **tasks;
+  char *root;
+} ka_registry;
+int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err,
+                     size_t errlen);
+void ka_registry_free(ka_registry *r);
+const ka_task *ka_registry_find(const ka_registry *r, const char *id);
+
+/* ---- launch plans (rtc mode) */
+
+typedef struct ka_plan_scratch {
+  char *name;
+  ka_dtype dtype;
+  char *count; /* expression */
+} ka_plan_scratch;
+
+typedef struct ka_plan_launch {
+  char *kernel;
+  char *grid[3], *block[3]; /* expressions; missing dims are "1" */
+  char *shared_bytes;
+  char *args[KA_MAX_ARGS]; /* tensor, param or scratch names */
+  int nargs;
+} ka_plan_launch;
+
+typedef struct ka_plan {
+  char *kernels[KA_MAX_LAUNCHES];
+  int nkernels;
+  ka_plan_scratch scratch[KA_MAX_SCRATCH];
+  int nscratch;
+  ka_plan_launch launches[KA_MAX_LAUNCHES];
+  int nlaunches;
+} ka_plan;
+
+/* Parses launch-plan YAML text (untrusted: bounded sizes, every name checked against
+ * the task). Returns KA_OK or KA_EPARSE with the reason in err. Caller owns *out. */
+int ka_plan_parse(const ka_task *t, const char *yaml, size_t len, ka_plan **out,
+                  char *err, size_t errlen);
+
+/* The module-mode plan: one launch of entry_symbol with entry_args, grid = block = 1. */
+int ka_plan_from_entry(const ka_task *t, ka_plan **out, char *err, size_t errlen);
+void ka_plan_free(ka_plan *p);
+
+#endif

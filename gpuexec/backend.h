@@ -1,0 +1,143 @@
+/* The backend interface: one vtable per device family (cuda, hip, host).
+ *
+ * Modelled on ggml's backend interface. The host backend is built into ka-runner;
+ * GPU backends are shared objects (ka_backend_<name>.so, beside the binaries) that
+ * export `const ka_backend_ops *ka_backend_get(int api_version)`; the loader refuses a
+ * module whose ops->api_version differs from KA_BACKEND_API_VERSION. A GPU module
+ * links no vendor library: it dlopens the driver, the runtime compiler and the
+ * telemetry library itself, so it loads everywhere and reports what is missing.
+ *
+ * Conventions: every function returns KA_OK or a negative ka_err; the reason goes into
+ * the context's error text (last_error) or, before a context exists, into err.
+ * Device errors of a submitted kernel (illegal address, launch failure) are results,
+ * not crashes: the backend returns KA_EDEVICE / KA_ELAUNCH / KA_EOOM with the vendor's
+ * code and name in the error text. A context is used by one thread at a time.
+ * Slots marked "optional" may be NULL; ka_backend_* wrappers check them. */
+#ifndef KA_BACKEND_H
+#define KA_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KA_BACKEND_API_VERSION 1
+
+typedef uint64_t ka_devptr; /* device address (host backend: a host pointer) */
+
+typedef struct ka_device_info {
+  char backend[16];
+  int index;
+  char name[128];
+  char arch[32]; /* "sm_90", "gfx90a", "x86_64" */
+  int multiprocessors;
+  int warp_size;
+  int64_t memory_bytes;
+  int64_t l2_bytes;
+  int64_t shared_bytes_per_block;
+  int max_threads_per_block;
+  int clock_mhz;
+  double mem_bandwidth_gbps; /* theoretical, from memory clock and bus width; 0 unknown */
+  char driver[64];
+} ka_device_info;
+
+typedef struct ka_telemetry {
+  int valid;
+  char device_name[128];
+  int sm_clock_mhz, mem_clock_mhz, temperature_c;
+  double power_w;
+} ka_telemetry;
+
+typedef enum ka_arg_kind { KA_ARG_PTR, KA_ARG_I32, KA_ARG_I64 } ka_arg_kind;
+typedef struct ka_arg {
+  ka_arg_kind kind;
+  union {
+    ka_devptr ptr;
+    int32_t i32;
+    int64_t i64;
+  } v;
+} ka_arg;
+
+/* One kernel launch on the context's stream. The host backend ignores grid, block and
+ * shared_bytes and calls the symbol once with args (module mode). */
+typedef struct ka_launch {
+  const char *kernel;
+  unsigned grid[3], block[3];
+  unsigned shared_bytes;
+  const ka_arg *args;
+  int nargs;
+} ka_launch;
+
+typedef struct ka_source {
+  const char *name; /* file name, used in diagnostics and #include resolution */
+  const char *text;
+  size_t len;
+} ka_source;
+
+typedef struct ka_compile_req {
+  const char *language;          /* "cuda", "hip" or "c" */
+  const ka_source *sources;      /* sources[0] is compiled; the rest are includable */
+  int nsources;
+  const char *const *kernels;    /* symbols that must resolve after loading */
+  int nkernels;
+  const char *arch;              /* NULL: the context's device; required when ctx NULL */
+  const char *workdir;           /* private scratch directory for temporary files */
+  double timeout_s;              /* external compilers are killed after this */
+} ka_compile_req;
+
+typedef struct ka_backend_ctx ka_backend_ctx; /* backend-owned, opaque */
+typedef struct ka_module ka_module;           /* compiled and loaded code */
+
+typedef struct ka_backend_ops {
+  int api_version; /* KA_BACKEND_API_VERSION */
+  const char *name;
+
+  /* Number of devices; 0 with a reason in err when the driver or device is absent. */
+  int (*device_count)(int *count, char *err, size_t errlen);
+  /* Opens device `index` (creates the context and a stream). Caller owns *ctx. */
+  int (*open)(int index, ka_backend_ctx **ctx, char *err, size_t errlen);
+  void (*close)(ka_backend_ctx *ctx); /* NULL is a no-op */
+  const char *(*last_error)(ka_backend_ctx *ctx);
+  int (*device_info)(ka_backend_ctx *ctx, ka_device_info *out);
+  int (*telemetry)(ka_backend_ctx *ctx, ka_telemetry *out); /* optional: none */
+
+  /* Compiles and loads. ctx may be NULL for a compile-only check (req->arch required;
+   * *out then stays NULL). *log (may be NULL) receives the compiler's log, malloc'd,
+   * owned by the caller, also on failure. Returns KA_ECOMPILE for a submission's
+   * compile error, other codes for infrastructure faults. */
+  int (*compile)(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out,
+                 char **log, char *err, size_t errlen);
+  void (*module_free)(ka_backend_ctx *ctx, ka_module *m);
+
+  int (*mem_alloc)(ka_backend_ctx *ctx, size_t bytes, ka_devptr *out); /* KA_EOOM */
+  void (*mem_free)(ka_backend_ctx *ctx, ka_devptr p);
+  int (*copy_to_device)(ka_backend_ctx *ctx, ka_devptr dst, const void *src, size_t bytes);
+  int (*copy_to_host)(ka_backend_ctx *ctx, void *dst, ka_devptr src, size_t bytes);
+  int (*memset8)(ka_backend_ctx *ctx, ka_devptr dst, uint8_t value, size_t bytes);
+
+  /* Enqueues one launch on the context's stream (asynchronous on GPUs). */
+  int (*launch)(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l);
+  /* Waits for all work on the device (every stream, not only ours). */
+  int (*synchronize)(ka_backend_ctx *ctx);
+
+  /* Evicts the last-level cache (writes a buffer of at least twice its size) and
+   * waits for that to finish; never inside a timed interval. */
+  int (*flush_cache)(ka_backend_ctx *ctx);
+  /* Marks the start / end of a timed interval on the stream; timer_stop waits and
+   * returns the elapsed time in milliseconds (device events on GPUs,
+   * CLOCK_MONOTONIC on host). */
+  int (*timer_start)(ka_backend_ctx *ctx);
+  int (*timer_stop)(ka_backend_ctx *ctx, double *ms);
+} ka_backend_ops;
+
+/* Entry point a backend module exports. Returns NULL if it cannot serve api_version. */
+typedef const ka_backend_ops *(*ka_backend_get_fn)(int api_version);
+#define KA_BACKEND_GET_SYMBOL "ka_backend_get"
+
+/* The built-in host backend. */
+const ka_backend_ops *ka_backend_host(void);
+
+/* Returns the backend named name ("host" is built in; others are loaded from
+ * <dir of executable>/ka_backend_<name>.so, or KA_BACKEND_PATH if set). Loaded modules
+ * stay loaded. Returns NULL with a reason in err. Not thread safe on first load. */
+const ka_backend_ops *ka_backend_load(const char *name, char *err, size_t errlen);
+
+#endif
