@@ -1,0 +1,299 @@
+/* `envctl episode`: reset, let the agent act, step, print, repeat. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "envctl.h"
+#include "ka_common.h"
+
+typedef struct ec_files {
+  int n;
+  char *path[16];
+  char *content[16];
+  size_t len[16];
+} ec_files;
+
+static void ec_files_free(ec_files *f) {
+  for (int i = 0; i < f->n; i++) free(f->path[i]), free(f->content[i]);
+  f->n = 0;
+}
+
+static const char *ec_info(const Kernelarena__V1__ResetResponse *r, const char *key) {
+  for (size_t i = 0; i < r->n_info; i++)
+    if (!strcmp(r->info[i]->key, key)) return r->info[i]->value;
+  return NULL;
+}
+
+/* Reads the editable files present in dir. Missing files are left out (they keep
+ * their current contents on the server). */
+static int ec_read_dir(const char *dir, const Kernelarena__V1__Observation *obs, ec_files *out) {
+  for (size_t i = 0; i < obs->n_files && out->n < 16; i++) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, obs->files[i]->path);
+    char *buf;
+    size_t len;
+    int rc = ka_read_file(p, 0, &buf, &len);
+    if (rc == KA_ENOENT) continue;
+    if (rc) {
+      fprintf(stderr, "envctl: cannot read %s: %s\n", p, ka_strerror(rc));
+      return 1;
+    }
+    out->path[out->n] = strdup(obs->files[i]->path);
+    out->content[out->n] = buf;
+    out->len[out->n++] = len;
+  }
+  return 0;
+}
+
+static int ec_write_dir(const char *dir, const Kernelarena__V1__Observation *obs) {
+  if (ka_mkdirs(dir)) return 1;
+  for (size_t i = 0; i < obs->n_files; i++) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", dir, obs->files[i]->path);
+    if (ka_write_file(p, obs->files[i]->content.data, obs->files[i]->content.len)) return 1;
+  }
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/prompt.md", dir);
+  return ka_write_file(p, obs->prompt, strlen(obs->prompt)) ? 1 : 0;
+}
+
+/* Runs a command agent in the workspace with a time limit; its process group is
+ * killed at the end. */
+static int ec_run_agent(const char *cmd, const char *ws, const char *episode, int step,
+                        int timeout_s) {
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    if (chdir(ws) != 0) _exit(126);
+    char buf[64];
+    setenv("KA_WORKSPACE", ws, 1);
+    setenv("KA_EPISODE", episode, 1);
+    snprintf(buf, sizeof buf, "%d", step);
+    setenv("KA_STEP", buf, 1);
+    setenv("KA_PROMPT_FILE", "prompt.md", 1);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  double deadline = ka_now_s() + timeout_s;
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (ka_now_s() > deadline) {
+      fprintf(stderr, "envctl: agent exceeded %d s; killing it\n", timeout_s);
+      kill(-pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    usleep(50000);
+  }
+  kill(-pid, SIGKILL); /* whatever it left behind */
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void ec_print_obs_device(const Kernelarena__V1__Device *d) {
+  if (!d || !d->name) return;
+  printf("device: %s (%s, %s", d->name, d->backend, d->arch);
+  if (d->multiprocessors) printf(", %d %s", d->multiprocessors, strcmp(d->backend, "host") ? "SMs" : "cores");
+  if (d->warp_size > 1) printf(", warp %d", d->warp_size);
+  printf(")\n");
+}
+
+static void ec_print_log(const char *title, const char *log, int max_lines) {
+  if (!log || !*log) return;
+  printf("  %s:\n", title);
+  int lines = 0;
+  for (const char *p = log; *p && lines < max_lines; lines++) {
+    size_t n = strcspn(p, "\n");
+    printf("    %.*s\n", (int)n, p);
+    p += n + (p[n] == '\n');
+    if (lines + 1 == max_lines && *p) printf("    ... (truncated)\n");
+  }
+}
+
+static double ec_component(const Kernelarena__V1__StepResponse *s, const char *key, double dflt) {
+  for (size_t i = 0; i < s->n_reward_components; i++)
+    if (!strcmp(s->reward_components[i]->key, key)) return s->reward_components[i]->value;
+  return dflt;
+}
+
+static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
+  const Kernelarena__V1__Observation *o = s->observation;
+  int compiled = ec_component(s, "compiled", 0) > 0;
+  printf("\nstep %d: status %s, compiled %s, reward %.2f%s%s\n", step, ka_status_name(o->status),
+         compiled ? "yes" : "no", s->reward, s->truncated ? " (truncated)" : "",
+         s->terminated ? " (terminated)" : "");
+  if (o->message && *o->message && o->status != KERNELARENA__V1__STATUS__OK)
+    printf("  %s\n", o->message);
+  if (o->n_cases) {
+    printf("  %-10s %-7s %-11s %-11s %-12s %-12s %s\n", "case", "correct", "max_abs_err",
+           "max_rel_err", "baseline_ms", "candidate_ms", "speedup");
+    for (size_t i = 0; i < o->n_cases; i++) {
+      const Kernelarena__V1__CaseResult *c = o->cases[i];
+      printf("  %-10s %-7s %-11.3g %-11.3g %-12.4f %-12.4f %.3fx\n", c->name,
+             c->correct ? "yes" : "NO", c->max_abs_err, c->max_rel_err, c->baseline_ms,
+             c->candidate_ms, c->speedup);
+      if (!c->correct && c->message && *c->message) printf("      %s\n", c->message);
+    }
+  }
+  double g = ec_component(s, "speedup_geomean", NAN);
+  if (!isnan(g) && o->status == KERNELARENA__V1__STATUS__OK)
+    printf("  geometric-mean speedup %.3fx\n", g);
+  if (o->status == KERNELARENA__V1__STATUS__COMPILE_ERROR)
+    ec_print_log("compiler log", o->compile_log, 30);
+  if (o->status == KERNELARENA__V1__STATUS__RUNTIME_ERROR ||
+      o->status == KERNELARENA__V1__STATUS__TIMEOUT)
+    ec_print_log("runtime log", o->runtime_log, 20);
+  if (o->telemetry && o->telemetry->valid)
+    printf("  telemetry: SM %d MHz, memory %d MHz, %d C, %.0f W\n", o->telemetry->sm_clock_mhz,
+           o->telemetry->mem_clock_mhz, o->telemetry->temperature_c, o->telemetry->power_w);
+  fflush(stdout);
+}
+
+int ec_episode(ka_client *c, const ec_opts *o) {
+  char err[1024];
+  int timeout_ms = o->timeout_s * 1000;
+  /* reset */
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__ResetRequest rs = KERNELARENA__V1__RESET_REQUEST__INIT;
+  rs.task_id = (char *)o->task;
+  rs.seed = o->seed;
+  rs.has_seed = o->has_seed;
+  char steps_buf[32];
+  snprintf(steps_buf, sizeof steps_buf, "%d", o->max_steps);
+  Kernelarena__V1__ResetRequest__OptionsEntry opt = KERNELARENA__V1__RESET_REQUEST__OPTIONS_ENTRY__INIT;
+  opt.key = "max_steps";
+  opt.value = steps_buf;
+  Kernelarena__V1__ResetRequest__OptionsEntry *optp = &opt;
+  rs.options = &optp;
+  rs.n_options = 1;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
+  req.reset = &rs;
+  Kernelarena__V1__Response *rr;
+  if (ka_client_call(c, &req, timeout_ms, &rr, err, sizeof err)) {
+    fprintf(stderr, "envctl: reset: %s\n", err);
+    return 1;
+  }
+  if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
+    ec_print_error("reset", rr);
+    ka_client_free_response(rr);
+    return 1;
+  }
+  Kernelarena__V1__ResetResponse *reset = rr->reset;
+  printf("episode %s: task %s, seed %llu, version %s\n", reset->episode_id, o->task,
+         (unsigned long long)reset->seed, ec_info(reset, "task_version") ? ec_info(reset, "task_version") : "?");
+  ec_print_obs_device(reset->observation->device);
+  printf("agent: %s; editable files:", o->agent);
+  for (size_t i = 0; i < reset->observation->n_files; i++)
+    printf(" %s", reset->observation->files[i]->path);
+  printf("\n");
+
+  /* agent setup */
+  const char *cmd = NULL, *files_dir = NULL;
+  char ws[PATH_MAX] = "";
+  if (!strncmp(o->agent, "command:", 8)) {
+    cmd = o->agent + 8;
+    if (o->workspace) snprintf(ws, sizeof ws, "%s", o->workspace);
+    else {
+      const char *tmp = getenv("TMPDIR");
+      snprintf(ws, sizeof ws, "%s/kernelarena-ws-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+      if (!mkdtemp(ws)) {
+        fprintf(stderr, "envctl: mkdtemp: %s\n", strerror(errno));
+        ka_client_free_response(rr);
+        return 1;
+      }
+    }
+    if (ec_write_dir(ws, reset->observation)) {
+      fprintf(stderr, "envctl: cannot write the workspace %s\n", ws);
+      ka_client_free_response(rr);
+      return 1;
+    }
+    printf("workspace: %s\n", ws);
+  } else if (!strncmp(o->agent, "files:", 6)) {
+    files_dir = o->agent + 6;
+  } else if (strcmp(o->agent, "baseline")) {
+    fprintf(stderr, "envctl: unknown agent '%s' (baseline, files:DIR or command:CMD)\n", o->agent);
+    ka_client_free_response(rr);
+    return 2;
+  }
+
+  int exit_code = 0;
+  double last_reward = 0;
+  for (int step = 0; step < o->max_steps; step++) {
+    ec_files f = {0};
+    if (cmd) {
+      int arc = ec_run_agent(cmd, ws, reset->episode_id, step, o->agent_timeout_s);
+      if (arc != 0) fprintf(stderr, "envctl: agent command exited with %d\n", arc);
+      if (ec_read_dir(ws, reset->observation, &f)) {
+        exit_code = 1;
+        break;
+      }
+    } else if (files_dir) {
+      if (ec_read_dir(files_dir, reset->observation, &f)) {
+        exit_code = 1;
+        break;
+      }
+      if (f.n == 0) {
+        fprintf(stderr, "envctl: %s holds none of the editable files\n", files_dir);
+        exit_code = 1;
+        break;
+      }
+    }
+    Kernelarena__V1__File fm[16], *fp[16];
+    for (int i = 0; i < f.n; i++) {
+      kernelarena__v1__file__init(&fm[i]);
+      fm[i].path = f.path[i];
+      fm[i].content.data = (uint8_t *)f.content[i];
+      fm[i].content.len = f.len[i];
+      fp[i] = &fm[i];
+    }
+    Kernelarena__V1__Request sreq = KERNELARENA__V1__REQUEST__INIT;
+    Kernelarena__V1__StepRequest st = KERNELARENA__V1__STEP_REQUEST__INIT;
+    st.episode_id = reset->episode_id;
+    st.expected_step = step;
+    st.files = fp;
+    st.n_files = (size_t)f.n;
+    sreq.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
+    sreq.step = &st;
+    Kernelarena__V1__Response *sr;
+    int rc = ka_client_call(c, &sreq, timeout_ms, &sr, err, sizeof err);
+    ec_files_free(&f);
+    if (rc) {
+      fprintf(stderr, "envctl: step %d: %s\n", step + 1, err);
+      exit_code = 1;
+      break;
+    }
+    if (sr->body_case != KERNELARENA__V1__RESPONSE__BODY_STEP) {
+      ec_print_error("step", sr);
+      ka_client_free_response(sr);
+      exit_code = 1;
+      break;
+    }
+    ec_print_step(step + 1, sr->step);
+    last_reward = sr->step->reward;
+    int done = sr->step->terminated || sr->step->truncated;
+    ka_client_free_response(sr);
+    if (done) break;
+  }
+  /* close */
+  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
+  cl.episode_id = reset->episode_id;
+  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
+  creq.close = &cl;
+  Kernelarena__V1__Response *cr;
+  if (ka_client_call(c, &creq, timeout_ms, &cr, err, sizeof err) == KA_OK)
+    ka_client_free_response(cr);
+  if (exit_code == 0) printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
+  ka_client_free_response(rr);
+  return exit_code;
+}

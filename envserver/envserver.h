@@ -1,0 +1,337 @@
+/* envserver internals: the types and functions shared by the envserver modules.
+ *
+ *   main.c     command line, signals
+ *   server.c   nng sockets and contexts, request dispatch, executor long poll, timers
+ *   episode.c  episode table, workspaces, prompts, Reset / Step / Close
+ *   jobs.c     job queue and executor workers
+ *   reward.c   the reward function and its components
+ *   store.c    the sqlite trace store (docs/trace-store.md)
+ *
+ * Locking: one mutex, es_server.mtx, guards the episode table, the job queue, the
+ * worker list and every context's parking state. The trace store has its own mutex and
+ * is never called with es_server.mtx held. nng calls that can run a completion callback
+ * are made with no lock held.
+ *
+ * Memory: allocation failure is fatal (es_xmalloc aborts with a message, as Redis'
+ * zmalloc does): the server's allocations are small and bounded by the limits below,
+ * and an allocator that fails on Linux means the machine is already lost. Everything
+ * else that can fail (decoding, validation, I/O, sqlite) is an ordinary error reply. */
+#ifndef KA_ENVSERVER_H
+#define KA_ENVSERVER_H
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernelarena.pb-c.h"
+#include "ka_common.h"
+#include "task.h"
+
+/* ---- limits (reported by Describe) */
+#define ES_MAX_FILE_BYTES ((size_t)1 << 20)  /* one submitted file, bytes */
+#define ES_MAX_TOTAL_BYTES ((size_t)4 << 20) /* all files of one step, bytes */
+#define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off a socket */
+#define ES_MAX_OPEN_EPISODES 100000
+#define ES_MAX_QUEUED_JOBS 65536
+#define ES_MAX_STEPS_CAP 1000 /* largest max_steps a Reset may ask for */
+#define ES_LIVE_S 30.0        /* an executor is live if it polled this recently */
+#define ES_POLL_DEFAULT_MS 5000u
+#define ES_POLL_MAX_MS 10000u
+#define ES_JOB_WARMUP 3
+#define ES_JOB_REPS 20
+#define ES_REWARD_FUNCTION "agentkernelarena"
+#define ES_DEFAULT_RUN "default"
+
+typedef Kernelarena__V1__Device es_pb_device;
+typedef Kernelarena__V1__Result es_pb_result;
+typedef Kernelarena__V1__Response es_pb_response;
+
+/* ---- memory */
+
+/* malloc/calloc/realloc/strdup that abort the process on allocation failure. */
+void *es_xmalloc(size_t n);
+void *es_xcalloc(size_t n, size_t size);
+void *es_xrealloc(void *p, size_t n);
+char *es_xstrdup(const char *s);
+
+/* A bump allocator for building one response: everything a response points to is
+ * taken from its arena and released at once with es_arena_free after encoding.
+ * Zero-initialise. Not thread-safe (one arena per request). */
+typedef struct es_arena {
+  struct es_arena_blk *head;
+} es_arena;
+/* Returns n zeroed bytes, aligned for any type. Never NULL. */
+void *es_arena_alloc(es_arena *a, size_t n);
+/* Copies s (NULL gives ""). */
+char *es_arena_strdup(es_arena *a, const char *s);
+char *es_arena_printf(es_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Copies n bytes. */
+void *es_arena_memdup(es_arena *a, const void *p, size_t n);
+void es_arena_free(es_arena *a);
+
+/* Fills resp (request_id already set by the caller) with Error{code, message,
+ * retryable}; the error and its text live in a. */
+void es_reply_error(es_arena *a, es_pb_response *resp, Kernelarena__V1__ErrorCode code,
+                    int retryable, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Deep copy of a Device (NULL gives NULL); free with es_device_free. */
+es_pb_device *es_device_dup(const es_pb_device *d);
+void es_device_free(es_pb_device *d);
+/* Copies a Device into arena memory (for a response). */
+es_pb_device *es_device_to_arena(es_arena *a, const es_pb_device *d);
+
+/* ---- file sets: the editable files of a workspace, or of a step */
+
+typedef struct es_file {
+  char *path;
+  uint8_t *data;
+  size_t len;
+} es_file;
+
+typedef struct es_fileset {
+  es_file *v;
+  int n;
+} es_fileset;
+
+/* Adds path or replaces its contents with a copy of data[0..len). */
+void es_fileset_put(es_fileset *fs, const char *path, const void *data, size_t len);
+/* Index of path, or -1. */
+int es_fileset_find(const es_fileset *fs, const char *path);
+/* Deep copy of src into *dst (dst must be empty). */
+void es_fileset_copy(es_fileset *dst, const es_fileset *src);
+/* Frees every file; fs becomes empty. */
+void es_fileset_free(es_fileset *fs);
+/* Sum of the file sizes, bytes. */
+size_t es_fileset_bytes(const es_fileset *fs);
+/* Builds File messages for fs in arena memory (paths and bytes copied). Returns the
+ * array; *n receives its length. */
+Kernelarena__V1__File **es_fileset_to_pb(es_arena *a, const es_fileset *fs, size_t *n);
+
+/* ---- jobs and executor workers (jobs.c); all guarded by es_server.mtx */
+
+typedef enum es_job_state {
+  ES_JOB_QUEUED,     /* in the queue, no worker yet */
+  ES_JOB_RUNNING,    /* handed to a worker */
+  ES_JOB_COMPLETING, /* its Result arrived; the completing thread owns it */
+} es_job_state;
+
+struct es_episode;
+struct es_worker;
+
+typedef struct es_job {
+  char *id; /* episode_id "/" step */
+  const ka_task *task;
+  struct es_episode *ep;
+  int step; /* 1-based number of the step this job evaluates */
+  uint64_t seed;
+  es_fileset files; /* the complete editable set of the candidate */
+  es_job_state state;
+  struct es_worker *worker; /* RUNNING: the worker holding it */
+  double enqueued_at, dispatched_at; /* ka_now_s() */
+  struct es_job *prev, *next;        /* queue links while QUEUED */
+} es_job;
+
+typedef struct es_worker {
+  char *id;
+  es_pb_device *device; /* owned deep copy of the last poll's device */
+  double first_seen, last_poll; /* ka_now_s() */
+  es_job *job;                  /* the job it holds, or NULL */
+  struct es_worker *next;
+} es_worker;
+
+typedef struct es_jobs {
+  es_job *head, *tail; /* FIFO of queued jobs */
+  int nqueued, nrunning;
+  es_worker *workers;
+  int nworkers;
+} es_jobs;
+
+/* Creates a job for step `step` of ep, taking ownership of files. */
+es_job *es_job_new(struct es_episode *ep, int step, uint64_t seed, es_fileset *files);
+/* Frees a job that is in no queue and held by no worker. NULL is a no-op. */
+void es_job_free(es_job *job);
+/* Appends job to the queue (state QUEUED). */
+void es_jobs_enqueue(es_jobs *q, es_job *job);
+/* Unlinks a QUEUED job from the queue. */
+void es_jobs_unqueue(es_jobs *q, es_job *job);
+/* Takes the oldest queued job whose task lists backend, hands it to w (state RUNNING)
+ * and returns it; NULL if none. w must hold no job. */
+es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now);
+/* Detaches the job w holds (RUNNING -> caller-owned, state unchanged) and returns it. */
+es_job *es_jobs_detach(es_jobs *q, es_worker *w);
+/* 1 if the task lists backend among its backends. */
+int es_task_has_backend(const ka_task *t, const char *backend);
+/* Finds or creates the worker with this id and records the poll: device (deep
+ * copied; may be NULL to keep the old one) and last_poll = now. */
+es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device,
+                           double now);
+/* 1 if w counts as live at now: it polled within ES_LIVE_S, or it holds a job and is
+ * not yet lost (es_worker_lost). */
+int es_worker_live(const es_worker *w, double now);
+/* 1 if w holds a job and has not polled for 2 x (job timeout + 30 s). */
+int es_worker_lost(const es_worker *w, double now);
+/* Forgets workers that hold no job and have not polled for 10 minutes. */
+void es_workers_reap(es_jobs *q, double now);
+/* Frees every queued job and every worker (shutdown). Jobs held by workers are freed
+ * too. */
+void es_jobs_clear(es_jobs *q);
+/* Builds the Job message for an assignment in arena memory (files copied). */
+Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job);
+
+/* ---- reward (reward.c) */
+
+typedef struct es_reward {
+  double reward;
+  int n;
+  char **keys; /* "compiled", "correct", "speedup_geomean", "status", "speedup/<case>" */
+  double *values;
+} es_reward;
+
+/* The keys Describe reports; "speedup/<case>" stands for one key per shown case. */
+extern const char *const es_reward_component_keys[];
+extern const int es_reward_ncomponent_keys;
+
+/* Computes the AgentKernelArena score of a Result into out (caller frees with
+ * es_reward_free): COMPILE_ERROR 0; INCORRECT, RUNTIME_ERROR, TIMEOUT 20; OK
+ * 120 + 100 x geomean_speedup. Returns KA_EINVAL for INFRA_ERROR or an unknown status
+ * (the step must not be counted); out is then empty. Held-out cases are skipped. */
+int es_reward_compute(const es_pb_result *r, es_reward *out);
+void es_reward_free(es_reward *rw);
+
+/* ---- trace store (store.c) */
+
+typedef struct es_store es_store;
+
+/* Opens (creating if needed) the sqlite database at path in WAL mode and creates the
+ * schema. Returns KA_OK, or KA_EIO with sqlite's message in err. The caller owns
+ * *out (es_store_close). Thread safety: every es_store_* call may come from any
+ * thread; calls are serialised by the store's mutex. */
+int es_store_open(const char *path, es_store **out, char *err, size_t errlen);
+/* Waits for the transaction in flight, then closes the database. NULL is a no-op. */
+void es_store_close(es_store *st);
+
+typedef struct es_episode_rec {
+  const char *id, *run_id, *run_label, *task_id, *task_version, *workspace;
+  uint64_t seed; /* stored as the same 64 bits in a signed INTEGER */
+  int max_steps;
+  double created_at; /* Unix seconds */
+} es_episode_rec;
+/* Records an episode and creates its run if missing (one transaction). A non-empty
+ * run_label replaces the run's label. Returns KA_OK or KA_EIO (message in err). */
+int es_store_add_episode(es_store *st, const es_episode_rec *rec, char *err, size_t errlen);
+/* Sets closed_at of an episode. Returns KA_OK or KA_EIO. */
+int es_store_close_episode(es_store *st, const char *id, double closed_at, char *err,
+                           size_t errlen);
+
+typedef struct es_step_rec {
+  const char *episode_id;
+  int step; /* 1-based */
+  double created_at; /* Unix seconds */
+  const es_pb_result *result;
+  const es_reward *reward;
+  const es_fileset *files; /* the complete editable set evaluated */
+  const char *worker_id;
+} es_step_rec;
+/* Records one step: the steps row, its files (content-addressed blobs), reward
+ * components and cases, in one BEGIN IMMEDIATE transaction (rolled back on error).
+ * Returns KA_OK or KA_EIO (message in err). */
+int es_store_add_step(es_store *st, const es_step_rec *rec, char *err, size_t errlen);
+
+/* ---- episodes (episode.c) */
+
+typedef struct es_episode {
+  char *id;
+  const ka_task *task;
+  char *run_id;
+  uint64_t seed;
+  int max_steps;
+  int steps; /* steps taken (counted) */
+  int closed;
+  double created_at; /* Unix seconds */
+  char *workspace;   /* absolute path */
+  es_fileset files;  /* current editable set (emptied on close) */
+  es_job *inflight;  /* the step being evaluated, or NULL */
+  void *waiter;      /* the client context parked on that step (server.c) */
+  struct es_episode *hnext;
+} es_episode;
+
+struct es_net;
+
+typedef struct es_config {
+  char *listen_url, *exec_url, *tasks_dir, *state_dir;
+  int contexts, max_steps, quiet;
+} es_config;
+
+typedef struct es_server {
+  es_config cfg;
+  ka_registry *reg;
+  es_store *store;
+  double started; /* ka_now_s() at start */
+  double max_task_timeout_s;
+
+  pthread_mutex_t mtx; /* guards everything below */
+  es_jobs jobs;
+  es_episode **ep_buckets;
+  size_t ep_nbuckets;
+  int nepisodes, nopen;
+  struct es_net *net; /* server.c */
+} es_server;
+
+/* Looks an episode up by id (mtx held). NULL if unknown. */
+es_episode *es_ep_find(es_server *s, const char *id);
+/* Frees the episode table (shutdown; no context may still reference it). */
+void es_ep_table_free(es_server *s);
+
+/* Handles Reset (takes and releases mtx itself; does workspace and store I/O without
+ * it). Fills resp with a ResetResponse or an Error; everything lives in a. */
+void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena *a,
+                 es_pb_response *resp);
+
+/* Admits a Step (mtx held): checks the episode state, expected_step and every file,
+ * then builds the job (complete editable set) and queues it, marking it the
+ * episode's in-flight step. Returns KA_OK with *ep_out and *job_out set, or an error
+ * with resp filled; a refused step changes nothing. */
+int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_arena *a,
+                     es_pb_response *resp, es_episode **ep_out, es_job **job_out);
+
+/* Completes a step whose job is COMPLETING (owned by the caller; called without mtx):
+ * computes the reward, records the step, updates the workspace, then under mtx
+ * counts the step and encodes the reply for the parked client into *reply: a
+ * StepResponse, or an Error if the result is an INFRA_ERROR or could not be recorded
+ * (the step is then not counted). Consumes job. *waiter_out receives the client
+ * context to answer, or NULL (then *reply is NULL too). */
+void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result,
+                       const char *worker_id, nng_msg **reply, void **waiter_out);
+
+/* Ends an in-flight step without counting it (mtx held): lost executor, deadline,
+ * shutdown. Frees job (which must be in no queue and held by no worker), clears the
+ * episode's in-flight state and returns its waiter (may be NULL). */
+void *es_ep_step_abort(es_server *s, es_job *job);
+
+/* Handles Close (takes mtx itself; store I/O without it). */
+void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena *a,
+                 es_pb_response *resp);
+
+/* ---- server (server.c) */
+
+/* Opens both listeners, starts the contexts and the timer thread. s->cfg, s->reg and
+ * s->store must be set. Returns KA_OK, or an error with the reason in err (nothing
+ * left running). */
+int es_server_start(es_server *s, char *err, size_t errlen);
+/* Closes the sockets, waits for every callback in progress (so the store transaction
+ * in flight finishes), stops the timer thread and frees the server's state. Safe
+ * after a failed start. */
+void es_server_stop(es_server *s);
+
+/* Encodes resp into a new nng message (*out, caller-owned). Returns KA_OK or
+ * KA_ENOMEM. */
+int es_encode_response(const es_pb_response *resp, nng_msg **out);
+
+/* Fills buf with n random bytes from getrandom(2). Returns KA_OK or KA_ESYS. */
+int es_random(void *buf, size_t n);
+
+/* Logs one line to stderr ("envserver: ..."), unless --quiet. Thread-safe. */
+void es_log(const es_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,163 @@
+/* The job queue and the executor workers that pull from it.
+ *
+ * Jobs wait in one FIFO. A worker's poll takes the oldest job whose task lists the
+ * worker's backend, so a queue of cuda jobs never starves a host worker. Every function
+ * here runs with es_server.mtx held (the caller's duty). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envserver.h"
+
+#define JOB_REAP_S 600.0 /* forget idle workers not seen for this long */
+
+es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
+  es_job *job = es_xcalloc(1, sizeof *job);
+  size_t n = strlen(ep->id) + 16;
+  job->id = es_xmalloc(n);
+  snprintf(job->id, n, "%s/%d", ep->id, step);
+  job->task = ep->task;
+  job->ep = ep;
+  job->step = step;
+  job->seed = seed;
+  job->files = *files;
+  memset(files, 0, sizeof *files);
+  job->state = ES_JOB_QUEUED;
+  return job;
+}
+
+void es_job_free(es_job *job) {
+  if (!job) return;
+  free(job->id);
+  es_fileset_free(&job->files);
+  free(job);
+}
+
+void es_jobs_enqueue(es_jobs *q, es_job *job) {
+  job->state = ES_JOB_QUEUED;
+  job->next = NULL;
+  job->prev = q->tail;
+  if (q->tail) q->tail->next = job;
+  else q->head = job;
+  q->tail = job;
+  q->nqueued++;
+}
+
+void es_jobs_unqueue(es_jobs *q, es_job *job) {
+  if (job->prev) job->prev->next = job->next;
+  else q->head = job->next;
+  if (job->next) job->next->prev = job->prev;
+  else q->tail = job->prev;
+  job->prev = job->next = NULL;
+  q->nqueued--;
+}
+
+int es_task_has_backend(const ka_task *t, const char *backend) {
+  for (int i = 0; backend && i < t->nbackends; i++)
+    if (!strcmp(t->backends[i], backend)) return 1;
+  return 0;
+}
+
+es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now) {
+  if (w->job || !w->device) return NULL;
+  for (es_job *j = q->head; j; j = j->next) {
+    if (!es_task_has_backend(j->task, w->device->backend)) continue;
+    es_jobs_unqueue(q, j);
+    j->state = ES_JOB_RUNNING;
+    j->worker = w;
+    j->dispatched_at = now;
+    w->job = j;
+    q->nrunning++;
+    return j;
+  }
+  return NULL;
+}
+
+es_job *es_jobs_detach(es_jobs *q, es_worker *w) {
+  es_job *j = w->job;
+  if (!j) return NULL;
+  w->job = NULL;
+  j->worker = NULL;
+  q->nrunning--;
+  return j;
+}
+
+es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device,
+                           double now) {
+  es_worker *w = q->workers;
+  while (w && strcmp(w->id, id)) w = w->next;
+  if (!w) {
+    w = es_xcalloc(1, sizeof *w);
+    w->id = es_xstrdup(id);
+    w->first_seen = now;
+    w->next = q->workers;
+    q->workers = w;
+    q->nworkers++;
+  }
+  if (device) {
+    es_device_free(w->device);
+    w->device = es_device_dup(device);
+  }
+  w->last_poll = now;
+  return w;
+}
+
+int es_worker_lost(const es_worker *w, double now) {
+  if (!w->job) return 0;
+  return now - w->last_poll > 2.0 * (w->job->task->timeout_s + 30.0);
+}
+
+int es_worker_live(const es_worker *w, double now) {
+  if (now - w->last_poll <= ES_LIVE_S) return 1;
+  return w->job && !es_worker_lost(w, now);
+}
+
+static void job_worker_free(es_worker *w) {
+  free(w->id);
+  es_device_free(w->device);
+  free(w);
+}
+
+void es_workers_reap(es_jobs *q, double now) {
+  es_worker **pp = &q->workers;
+  while (*pp) {
+    es_worker *w = *pp;
+    if (!w->job && now - w->last_poll > JOB_REAP_S) {
+      *pp = w->next;
+      q->nworkers--;
+      job_worker_free(w);
+    } else {
+      pp = &w->next;
+    }
+  }
+}
+
+void es_jobs_clear(es_jobs *q) {
+  while (q->head) {
+    es_job *j = q->head;
+    es_jobs_unqueue(q, j);
+    es_job_free(j);
+  }
+  while (q->workers) {
+    es_worker *w = q->workers;
+    q->workers = w->next;
+    es_job_free(es_jobs_detach(q, w));
+    job_worker_free(w);
+  }
+  q->nworkers = 0;
+}
+
+Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
+  Kernelarena__V1__Job *pj = es_arena_alloc(a, sizeof *pj);
+  kernelarena__v1__job__init(pj);
+  pj->job_id = es_arena_strdup(a, job->id);
+  pj->task_id = es_arena_strdup(a, job->task->id);
+  pj->task_version = es_arena_strdup(a, job->task->version);
+  pj->seed = job->seed;
+  pj->files = es_fileset_to_pb(a, &job->files, &pj->n_files);
+  pj->include_held_out = 0;
+  pj->timeout_s = job->task->timeout_s;
+  pj->warmup = ES_JOB_WARMUP;
+  pj->reps = ES_JOB_REPS;
+  return pj;
+}

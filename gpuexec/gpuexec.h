@@ -1,0 +1,46 @@
+/* gpuexec internals: the executor daemon's workers, evaluation and references. */
+#ifndef KA_GPUEXEC_H
+#define KA_GPUEXEC_H
+
+#include <stdint.h>
+
+#include "kernelarena.pb-c.h"
+#include "task.h"
+
+/* Reference ABI (docs/tasks.md): tensors[i] points at tensor i in task order; inputs
+ * hold their dtype, outputs are double arrays of the same element count; params[j] is
+ * param j in task order. Runs in the trusted gpuexec process, never in a runner. */
+typedef void (*ka_reference_fn)(void *const *tensors, const int64_t *params);
+
+/* Compiles task->dir/reference.c with the system C compiler (once per task version,
+ * cached in cache_dir) and returns its entry point. Thread safe. Returns KA_OK,
+ * KA_ECOMPILE (compiler output in err) or KA_ENOENT (symbol missing). */
+int ka_reference_get(const ka_task *task, const char *cache_dir, ka_reference_fn *fn,
+                     char *err, size_t errlen);
+
+typedef struct ka_exec_config {
+  const char *server_url;   /* executor URL of the envserver */
+  const char *runner_path;  /* ka-runner executable */
+  const char *cache_dir;    /* compiled references */
+  const char *tmp_dir;      /* parent of per-evaluation private directories */
+  const ka_registry *tasks;
+  int verbose;
+} ka_exec_config;
+
+/* Evaluates one job on one device in a fresh ka-runner process and fills *res
+ * (caller-initialised; strings it sets are malloc'd and freed by ka_result_clear).
+ * Never fails: every fault becomes a status in *res. Thread safe. */
+void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res);
+
+/* Kills the process group of every runner still running (gpuexec shutdown). */
+void ka_kill_runners(void);
+
+/* Frees what ka_evaluate put into res and re-initialises it. */
+void ka_result_clear(Kernelarena__V1__Result *res);
+
+/* Deep-copies a Device message (malloc'd; free with ka_device_free). */
+Kernelarena__V1__Device *ka_device_dup(const Kernelarena__V1__Device *d);
+void ka_device_free(Kernelarena__V1__Device *d);
+
+#endif

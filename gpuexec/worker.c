@@ -1,0 +1,537 @@
+/* Evaluation of one job: inputs, reference, a sandboxed ka-runner process, verdict. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "gpuexec.h"
+#include "ka_common.h"
+#include "runner.h"
+
+#define WK_LOG_MAX (64u << 10)
+#define WK_MAX_CASES 64
+
+typedef struct wk_tensor {
+  int fd;        /* memfd shared with the runner, -1 if none */
+  void *map;     /* our mapping of fd */
+  void *priv;    /* inputs: private copy the reference reads */
+  double *ref;   /* outputs: reference values */
+  size_t bytes;
+  int64_t elems;
+} wk_tensor;
+
+typedef struct wk_case {
+  const ka_case *c;
+  wk_tensor t[KA_MAX_TENSORS];
+} wk_case;
+
+static char *wk_strdup(const char *s) { return strdup(s ? s : ""); }
+
+Kernelarena__V1__Device *ka_device_dup(const Kernelarena__V1__Device *d) {
+  if (!d) return NULL;
+  size_t n = kernelarena__v1__device__get_packed_size(d);
+  uint8_t *buf = malloc(n + 1);
+  if (!buf) return NULL;
+  kernelarena__v1__device__pack(d, buf);
+  Kernelarena__V1__Device *c = kernelarena__v1__device__unpack(NULL, n, buf);
+  free(buf);
+  return c;
+}
+
+void ka_device_free(Kernelarena__V1__Device *d) {
+  if (d) kernelarena__v1__device__free_unpacked(d, NULL);
+}
+
+void ka_result_clear(Kernelarena__V1__Result *res) {
+  free(res->job_id);
+  free(res->compile_log);
+  free(res->runtime_log);
+  free(res->message);
+  for (size_t i = 0; i < res->n_cases; i++) {
+    free(res->cases[i]->name);
+    free(res->cases[i]->message);
+    free(res->cases[i]);
+  }
+  free(res->cases);
+  ka_device_free(res->device);
+  if (res->telemetry) {
+    free(res->telemetry->device_name);
+    free(res->telemetry);
+  }
+  kernelarena__v1__result__init(res);
+}
+
+static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, const char *fmt,
+                    ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  res->status = st;
+  free(res->message);
+  res->message = strdup(buf);
+}
+
+static void wk_free_cases(const ka_task *t, wk_case *cs, int n) {
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < t->ntensors; k++) {
+      wk_tensor *x = &cs[i].t[k];
+      if (x->map && x->map != MAP_FAILED) munmap(x->map, x->bytes ? x->bytes : 1);
+      if (x->fd >= 0) close(x->fd);
+      free(x->priv);
+      free(x->ref);
+    }
+}
+
+/* Allocates shared inputs/outputs of one case and fills the inputs from the seed. */
+static int wk_prepare_case(const ka_task *t, wk_case *wc, int case_index, uint64_t seed,
+                           char *err, size_t errlen) {
+  for (int k = 0; k < t->ntensors; k++) wc->t[k].fd = -1;
+  for (int k = 0; k < t->ntensors; k++) {
+    wk_tensor *x = &wc->t[k];
+    const ka_tensor_spec *ts = &t->tensors[k];
+    int rc = ka_task_tensor_elems(t, k, wc->c, &x->elems, err, errlen);
+    if (rc) return rc;
+    x->bytes = (size_t)x->elems * ka_dtype_size(ts->dtype);
+    int fd = memfd_create(ts->name, MFD_CLOEXEC);
+    if (fd < 0) return ka_seterr(err, errlen, KA_ESYS, "memfd_create: %s", strerror(errno));
+    /* keep shared fds above the runner's fixed descriptors (0-3) */
+    x->fd = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    close(fd);
+    if (x->fd < 0) return ka_seterr(err, errlen, KA_ESYS, "fcntl: %s", strerror(errno));
+    if (ftruncate(x->fd, (off_t)(x->bytes ? x->bytes : 1)) != 0)
+      return ka_seterr(err, errlen, KA_ESYS, "ftruncate %zu bytes: %s", x->bytes, strerror(errno));
+    x->map = mmap(NULL, x->bytes ? x->bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
+    if (x->map == MAP_FAILED) {
+      x->map = NULL;
+      return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
+    }
+    if (ts->role == KA_ROLE_INPUT) {
+      x->priv = malloc(x->bytes ? x->bytes : 1);
+      if (!x->priv) return KA_ENOMEM;
+      ka_fill_input(ts, x->priv, x->elems, seed, case_index, k);
+      memcpy(x->map, x->priv, x->bytes);
+    } else {
+      x->ref = malloc(sizeof(double) * (size_t)(x->elems ? x->elems : 1));
+      if (!x->ref) return KA_ENOMEM;
+    }
+  }
+  return KA_OK;
+}
+
+static void wk_reference(const ka_task *t, ka_reference_fn fn, wk_case *wc) {
+  void *ptrs[KA_MAX_TENSORS];
+  for (int k = 0; k < t->ntensors; k++)
+    ptrs[k] = t->tensors[k].role == KA_ROLE_INPUT ? wc->t[k].priv : (void *)wc->t[k].ref;
+  fn(ptrs, wc->c->values);
+}
+
+/* The runner's environment: nothing of ours beyond what compilers and drivers need. */
+static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir) {
+  static const char *keep[] = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "KA_HOST_CC",
+                               "KA_BACKEND_PATH", "CUDA_VISIBLE_DEVICES", NULL};
+  int n = 0;
+  size_t used = 0;
+  for (int i = 0; keep[i] && n < max - 4; i++) {
+    const char *v = getenv(keep[i]);
+    if (!v) continue;
+    int w = snprintf(storage + used, slen - used, "%s=%s", keep[i], v);
+    if (w < 0 || (size_t)w >= slen - used) break;
+    env[n++] = storage + used;
+    used += (size_t)w + 1;
+  }
+  const char *fixed[] = {"HOME", "TMPDIR"};
+  for (int i = 0; i < 2; i++) {
+    int w = snprintf(storage + used, slen - used, "%s=%s", fixed[i], workdir);
+    if (w < 0 || (size_t)w >= slen - used) break;
+    env[n++] = storage + used;
+    used += (size_t)w + 1;
+  }
+  env[n++] = "LANG=C";
+  env[n] = NULL;
+}
+
+/* Process groups of running runners, so that gpuexec can kill them when it stops. */
+static pthread_mutex_t wk_mu = PTHREAD_MUTEX_INITIALIZER;
+static pid_t wk_running[256];
+
+static void wk_track(pid_t pid, int add) {
+  pthread_mutex_lock(&wk_mu);
+  for (int i = 0; i < 256; i++)
+    if (add ? wk_running[i] == 0 : wk_running[i] == pid) {
+      wk_running[i] = add ? pid : 0;
+      break;
+    }
+  pthread_mutex_unlock(&wk_mu);
+}
+
+void ka_kill_runners(void) {
+  pthread_mutex_lock(&wk_mu);
+  for (int i = 0; i < 256; i++)
+    if (wk_running[i] > 0) kill(-wk_running[i], SIGKILL);
+  pthread_mutex_unlock(&wk_mu);
+}
+
+typedef struct wk_child {
+  pid_t pid;
+  int in_fd, out_fd, err_fd; /* our ends: job in, result out, stderr */
+} wk_child;
+
+static int wk_spawn(const ka_exec_config *cfg, const char *workdir, const int *share, int nshare,
+                    double cpu_limit_s, wk_child *ch, char *err, size_t errlen) {
+  int pin[2], pres[2], perr[2];
+  if (pipe2(pin, O_CLOEXEC)) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  if (pipe2(pres, O_CLOEXEC)) {
+    close(pin[0]), close(pin[1]);
+    return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  }
+  if (pipe2(perr, O_CLOEXEC)) {
+    close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]);
+    return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  }
+  char *env[16], storage[8192];
+  wk_runner_env(env, 16, storage, sizeof storage, workdir);
+  char *argv[] = {(char *)cfg->runner_path, NULL};
+  struct rlimit core = {0, 0}, fsize = {1u << 30, 1u << 30}, nofile = {4096, 4096};
+  rlim_t cpu = (rlim_t)(cpu_limit_s + 10);
+  struct rlimit cpul = {cpu, cpu + 5};
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
+    return ka_seterr(err, errlen, KA_ESYS, "fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    /* child: only async-signal-safe calls until execve */
+    setpgid(0, 0);
+    dup2(pin[0], 0);
+    dup2(perr[1], 1);
+    dup2(perr[1], 2);
+    dup2(pres[1], KA_RUNNER_RESULT_FD);
+    for (int i = 0; i < nshare; i++) fcntl(share[i], F_SETFD, 0);
+    setrlimit(RLIMIT_CORE, &core);
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    setrlimit(RLIMIT_CPU, &cpul);
+    if (chdir(workdir) != 0) _exit(126);
+    execve(argv[0], argv, env);
+    _exit(127);
+  }
+  setpgid(pid, pid); /* also from the parent, so killpg works whoever runs first */
+  wk_track(pid, 1);
+  close(pin[0]), close(pres[1]), close(perr[1]);
+  ch->pid = pid;
+  ch->in_fd = pin[1];
+  ch->out_fd = pres[0];
+  ch->err_fd = perr[0];
+  return KA_OK;
+}
+
+/* Writes the job, then collects result and stderr until both close or the deadline. */
+static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double deadline,
+                      ka_sb *result, ka_sb *log, int *status) {
+  size_t off = 0;
+  int timed_out = 0;
+  int open_out = 1, open_err = 1;
+  if (ch->in_fd >= 0) fcntl(ch->in_fd, F_SETFL, O_NONBLOCK);
+  while (open_out || open_err || ch->in_fd >= 0) {
+    double left = deadline - ka_now_s();
+    if (left <= 0) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd p[3];
+    int np = 0, io = -1, ir = -1, ie = -1;
+    if (ch->in_fd >= 0) io = np, p[np++] = (struct pollfd){ch->in_fd, POLLOUT, 0};
+    if (open_out) ir = np, p[np++] = (struct pollfd){ch->out_fd, POLLIN, 0};
+    if (open_err) ie = np, p[np++] = (struct pollfd){ch->err_fd, POLLIN, 0};
+    int ms = left > 1 ? 1000 : (int)(left * 1000) + 1;
+    int r = poll(p, (nfds_t)np, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    if (io >= 0 && p[io].revents) {
+      ssize_t w = write(ch->in_fd, job + off, jlen - off);
+      if (w > 0) off += (size_t)w;
+      if (off == jlen || (w < 0 && errno != EAGAIN && errno != EINTR)) {
+        close(ch->in_fd);
+        ch->in_fd = -1;
+      }
+    }
+    char buf[65536];
+    if (ir >= 0 && p[ir].revents) {
+      ssize_t n = read(ch->out_fd, buf, sizeof buf);
+      if (n > 0 && result->len < KA_RUNNER_MAX_JOB_BYTES) ka_sb_append(result, buf, (size_t)n);
+      else if (n == 0 || (n < 0 && errno != EINTR)) open_out = 0;
+    }
+    if (ie >= 0 && p[ie].revents) {
+      ssize_t n = read(ch->err_fd, buf, sizeof buf);
+      if (n > 0) {
+        if (log->len < WK_LOG_MAX) ka_sb_append(log, buf, (size_t)n);
+      } else if (n == 0 || (n < 0 && errno != EINTR)) {
+        open_err = 0;
+      }
+    }
+  }
+  if (ch->in_fd >= 0) close(ch->in_fd);
+  /* Kill the whole process group: on a timeout, and always to reap what the
+   * submission left behind. */
+  kill(-ch->pid, SIGKILL);
+  if (timed_out) {
+    /* a runner stuck in the driver may take a moment to die; bound the wait */
+    for (int i = 0; i < 100; i++) {
+      if (waitpid(ch->pid, status, WNOHANG) == ch->pid) goto reaped;
+      usleep(50000);
+    }
+  }
+  while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
+  }
+reaped:
+  wk_track(ch->pid, 0);
+  close(ch->out_fd);
+  close(ch->err_fd);
+  return timed_out ? KA_ETIMEDOUT : KA_OK;
+}
+
+static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1__RunnerResult *rr,
+                     Kernelarena__V1__Result *res) {
+  int all_ok = 1;
+  double logsum = 0;
+  int nshown = 0;
+  res->cases = calloc((size_t)ncases + 1, sizeof *res->cases);
+  for (int i = 0; i < ncases && i < (int)rr->n_cases; i++) {
+    Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
+    kernelarena__v1__case_result__init(cr);
+    Kernelarena__V1__CaseResult *rc = rr->cases[i];
+    cr->name = wk_strdup(cs[i].c->name);
+    cr->held_out = cs[i].c->held_out;
+    cr->baseline_ms = rc->baseline_ms;
+    cr->candidate_ms = rc->candidate_ms;
+    cr->timed_calls = rc->timed_calls;
+    cr->correct = 1;
+    ka_sb msg = {0};
+    for (int k = 0; k < t->ntensors; k++) {
+      if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
+      ka_compare cmp;
+      int ok = ka_compare_outputs(t->tensors[k].dtype, cs[i].t[k].map, cs[i].t[k].ref,
+                                  cs[i].t[k].elems, t->atol, t->rtol, &cmp);
+      cr->elements += cmp.elements;
+      cr->mismatches += cmp.mismatches;
+      if (cmp.max_abs_err > cr->max_abs_err) cr->max_abs_err = cmp.max_abs_err;
+      if (cmp.max_rel_err > cr->max_rel_err) cr->max_rel_err = cmp.max_rel_err;
+      if (!ok) {
+        cr->correct = 0;
+        ka_sb_printf(&msg, "%s: %lld of %lld elements differ; first at [%lld]: got %.9g, expected %.9g",
+                     t->tensors[k].name, (long long)cmp.mismatches, (long long)cmp.elements,
+                     (long long)cmp.first_bad, cmp.first_out, cmp.first_ref);
+        if (cmp.nonfinite) ka_sb_printf(&msg, " (%lld NaN/Inf)", (long long)cmp.nonfinite);
+      }
+    }
+    cr->message = ka_sb_take(&msg);
+    if (!cr->correct) all_ok = 0;
+    if (cr->correct && cr->candidate_ms > 0 && cr->baseline_ms > 0)
+      cr->speedup = cr->baseline_ms / cr->candidate_ms;
+    if (!cr->held_out) {
+      nshown++;
+      logsum += cr->speedup > 0 ? log(cr->speedup) : -INFINITY;
+    }
+    res->cases[res->n_cases++] = cr;
+  }
+  if ((int)rr->n_cases < ncases) all_ok = 0;
+  if (all_ok) {
+    res->status = KERNELARENA__V1__STATUS__OK;
+    res->geomean_speedup = nshown ? exp(logsum / nshown) : 0;
+  } else {
+    res->status = KERNELARENA__V1__STATUS__INCORRECT;
+    res->geomean_speedup = 0;
+    free(res->message);
+    res->message = strdup("output differs from the reference");
+  }
+}
+
+void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+  double t0 = ka_now_s();
+  char err[2048] = "";
+  res->job_id = wk_strdup(job->job_id);
+  res->device = ka_device_dup(dev);
+  const ka_task *t = ka_registry_find(cfg->tasks, job->task_id);
+  if (!t) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "executor has no task %s", job->task_id);
+    return;
+  }
+  if (strcmp(t->version, job->task_version)) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
+            "task %s differs between server (%s) and executor (%s)", t->id, job->task_version,
+            t->version);
+    return;
+  }
+  for (size_t i = 0; i < job->n_files; i++)
+    if (!ka_path_is_safe(job->files[i]->path) || !ka_task_is_editable(t, job->files[i]->path)) {
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "job names a non-editable file");
+      return;
+    }
+  ka_reference_fn ref;
+  if (ka_reference_get(t, cfg->cache_dir, &ref, err, sizeof err)) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "%s", err);
+    return;
+  }
+  char workdir[PATH_MAX];
+  snprintf(workdir, sizeof workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
+  if (!mkdtemp(workdir)) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
+    return;
+  }
+  wk_case cs[WK_MAX_CASES];
+  memset(cs, 0, sizeof cs);
+  int ncases = 0, prepared = 0;
+  for (int i = 0; i < t->ncases + t->nheld && ncases < WK_MAX_CASES; i++)
+    if (!t->cases[i].held_out || job->include_held_out) cs[ncases++].c = &t->cases[i];
+  int rc = KA_OK;
+  for (int i = 0; i < ncases && rc == KA_OK; i++, prepared++)
+    rc = wk_prepare_case(t, &cs[i], (int)(cs[i].c - t->cases), job->seed, err, sizeof err);
+  if (rc) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
+    wk_free_cases(t, cs, prepared);
+    ka_rmtree(workdir);
+    return;
+  }
+
+  /* the runner's job */
+  Kernelarena__V1__RunnerJob rj = KERNELARENA__V1__RUNNER_JOB__INIT;
+  rj.backend = dev->backend;
+  rj.device_index = dev->index;
+  rj.task_dir = t->dir;
+  rj.candidate = job->files;
+  rj.n_candidate = job->n_files;
+  rj.warmup = job->warmup;
+  rj.reps = job->reps;
+  rj.poison_seed = ka_mix64(job->seed, 0x706f69736f6eULL);
+  rj.workdir = workdir;
+  Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES], *rcp[WK_MAX_CASES];
+  int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
+  int32_t in_fds[WK_MAX_CASES][KA_MAX_TENSORS], out_fds[WK_MAX_CASES][KA_MAX_TENSORS];
+  int share[WK_MAX_CASES * KA_MAX_TENSORS], nshare = 0;
+  for (int i = 0; i < ncases; i++) {
+    kernelarena__v1__runner_case__init(&rcs[i]);
+    rcp[i] = &rcs[i];
+    rcs[i].name = cs[i].c->name;
+    rcs[i].held_out = cs[i].c->held_out;
+    for (int p = 0; p < t->nparams; p++) params[i][p] = cs[i].c->values[p];
+    rcs[i].params = params[i];
+    rcs[i].n_params = (size_t)t->nparams;
+    for (int k = 0; k < t->ntensors; k++) {
+      int in = t->tensors[k].role == KA_ROLE_INPUT;
+      in_fds[i][k] = in ? cs[i].t[k].fd : -1;
+      out_fds[i][k] = in ? -1 : cs[i].t[k].fd;
+      share[nshare++] = cs[i].t[k].fd;
+    }
+    rcs[i].input_fds = in_fds[i];
+    rcs[i].n_input_fds = (size_t)t->ntensors;
+    rcs[i].output_fds = out_fds[i];
+    rcs[i].n_output_fds = (size_t)t->ntensors;
+  }
+  rj.cases = rcp;
+  rj.n_cases = (size_t)ncases;
+  size_t jlen = kernelarena__v1__runner_job__get_packed_size(&rj);
+  uint8_t *jbuf = malloc(jlen + 1);
+  kernelarena__v1__runner_job__pack(&rj, jbuf);
+
+  double timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
+  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1};
+  rc = wk_spawn(cfg, workdir, share, nshare, timeout, &ch, err, sizeof err);
+  if (rc) {
+    free(jbuf);
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
+    wk_free_cases(t, cs, prepared);
+    ka_rmtree(workdir);
+    return;
+  }
+  double deadline = ka_now_s() + timeout;
+  /* The reference runs here, in the trusted process, while the runner works. The job
+   * is written first so the runner is not kept waiting. */
+  ka_sb result = {0}, log = {0};
+  int wstatus = 0;
+  {
+    /* write the job (small) before computing references */
+    size_t off = 0;
+    while (off < jlen) {
+      struct pollfd p = {ch.in_fd, POLLOUT, 0};
+      if (poll(&p, 1, 1000) <= 0) break;
+      ssize_t w = write(ch.in_fd, jbuf + off, jlen - off);
+      if (w <= 0) break;
+      off += (size_t)w;
+    }
+    close(ch.in_fd);
+    ch.in_fd = -1;
+  }
+  for (int i = 0; i < ncases; i++) wk_reference(t, ref, &cs[i]);
+  rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus);
+  free(jbuf);
+
+  Kernelarena__V1__RunnerResult *rr = NULL;
+  if (rc == KA_ETIMEDOUT) {
+    wk_fail(res, KERNELARENA__V1__STATUS__TIMEOUT,
+            "evaluation exceeded its %.0f s limit; the runner's process group was killed", timeout);
+  } else if (result.len > 0 &&
+             (rr = kernelarena__v1__runner_result__unpack(NULL, result.len, (uint8_t *)result.s))) {
+    res->compile_log = wk_strdup(rr->compile_log);
+    res->compile_s = rr->compile_s;
+    if (rr->device) {
+      ka_device_free(res->device);
+      res->device = ka_device_dup(rr->device);
+    }
+    if (rr->telemetry && rr->telemetry->valid) {
+      res->telemetry = malloc(sizeof *res->telemetry);
+      kernelarena__v1__telemetry__init(res->telemetry);
+      *res->telemetry = *rr->telemetry;
+      res->telemetry->base.unknown_fields = NULL;
+      res->telemetry->base.n_unknown_fields = 0;
+      res->telemetry->device_name = wk_strdup(rr->telemetry->device_name);
+    }
+    if (rr->runtime_log && *rr->runtime_log) ka_sb_puts(&log, rr->runtime_log);
+    if (rr->status == KERNELARENA__V1__STATUS__OK) {
+      wk_judge(t, cs, ncases, rr, res);
+    } else {
+      wk_fail(res, rr->status, "%s", rr->message && *rr->message ? rr->message : "failed");
+      /* keep the per-case messages of a failing run (e.g. illegal address in case 2) */
+      res->cases = calloc(rr->n_cases + 1, sizeof *res->cases);
+      for (size_t i = 0; i < rr->n_cases; i++) {
+        Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
+        kernelarena__v1__case_result__init(cr);
+        cr->name = wk_strdup(rr->cases[i]->name);
+        cr->message = wk_strdup(rr->cases[i]->message);
+        cr->held_out = rr->cases[i]->held_out;
+        res->cases[res->n_cases++] = cr;
+      }
+    }
+  } else if (WIFSIGNALED(wstatus)) {
+    int sig = WTERMSIG(wstatus);
+    wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
+            "the evaluation process was terminated by signal %d (%s)%s", sig, strsignal(sig),
+            sig == SIGXCPU ? ": CPU time limit" : "");
+  } else {
+    wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
+            "the evaluation process exited with code %d without a result",
+            WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+  }
+  if (log.len >= WK_LOG_MAX) ka_sb_puts(&log, "\n[kernelarena] log truncated\n");
+  res->runtime_log = ka_sb_take(&log);
+  ka_sb_free(&result);
+  if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
+  wk_free_cases(t, cs, prepared);
+  ka_rmtree(workdir);
+  res->wall_s = ka_now_s() - t0;
+}
