@@ -324,9 +324,17 @@ int es_server_start(es_server *s, char *err, size_t errlen);
  * after a failed start. */
 void es_server_stop(es_server *s);
 
-/* Encodes resp into a new nng message (*out, caller-owned). Returns KA_OK or
- * KA_ENOMEM. */
-int es_encode_response(const es_pb_response *resp, nng_msg **out);
+/* Encodes a protobuf message into a new nng message; the caller owns the result.
+ * Never NULL (allocation failure is fatal, as for es_xmalloc). */
+nng_msg *es_encode(const ProtobufCMessage *m);
+
+/* Takes the client context parked on a step off the park list (mtx held) and marks
+ * it as answering; returns the request_id of its parked request. The caller then
+ * hands it its reply with es_server_send. */
+uint64_t es_server_waiter_take(es_server *s, void *waiter);
+/* Sends msg (ownership passes) on a context taken with es_server_waiter_take. Call
+ * without mtx. */
+void es_server_send(void *ctx, nng_msg *msg);
 
 /* Fills buf with n random bytes from getrandom(2). Returns KA_OK or KA_ESYS. */
 int es_random(void *buf, size_t n);

@@ -113,19 +113,23 @@ typedef int cuda_nvmlReturn_t;
 typedef struct cuda_nvmlDevice_st *cuda_nvmlDevice_t;
 enum { CUDA_NVML_SUCCESS = 0, CUDA_NVML_CLOCK_SM = 1, CUDA_NVML_CLOCK_MEM = 2,
        CUDA_NVML_TEMPERATURE_GPU = 0 };
+#define CUDA_NVML_FNS(X)                                                                 \
+  X(Init_v2, cuda_nvmlReturn_t, (void))                                                  \
+  X(ErrorString, const char *, (cuda_nvmlReturn_t))                                      \
+  X(SystemGetDriverVersion, cuda_nvmlReturn_t, (char *, unsigned))                       \
+  X(DeviceGetHandleByPciBusId_v2, cuda_nvmlReturn_t, (const char *, cuda_nvmlDevice_t *)) \
+  X(DeviceGetName, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, char *, unsigned))             \
+  X(DeviceGetClockInfo, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))         \
+  X(DeviceGetTemperature, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))       \
+  X(DeviceGetPowerUsage, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, unsigned *))
+#define CUDA_NVML_FIELD(name, ret, args) ret(*name) args;
 static struct {
   int ok;
   char why[512];
   char driver[80]; /* nvmlSystemGetDriverVersion, "" if unknown */
-  cuda_nvmlReturn_t (*Init_v2)(void);
-  const char *(*ErrorString)(cuda_nvmlReturn_t);
-  cuda_nvmlReturn_t (*SystemGetDriverVersion)(char *, unsigned);
-  cuda_nvmlReturn_t (*DeviceGetHandleByPciBusId_v2)(const char *, cuda_nvmlDevice_t *);
-  cuda_nvmlReturn_t (*DeviceGetName)(cuda_nvmlDevice_t, char *, unsigned);
-  cuda_nvmlReturn_t (*DeviceGetClockInfo)(cuda_nvmlDevice_t, int, unsigned *);
-  cuda_nvmlReturn_t (*DeviceGetTemperature)(cuda_nvmlDevice_t, int, unsigned *);
-  cuda_nvmlReturn_t (*DeviceGetPowerUsage)(cuda_nvmlDevice_t, unsigned *);
+  CUDA_NVML_FNS(CUDA_NVML_FIELD)
 } cuda_nvml;
+#undef CUDA_NVML_FIELD
 
 static pthread_once_t cuda_drv_once = PTHREAD_ONCE_INIT;
 static pthread_once_t cuda_rtc_once = PTHREAD_ONCE_INIT;
@@ -162,6 +166,21 @@ struct ka_module {
 
 /* ---- loaders */
 
+/* The CUresult's name and text from the driver (cuGetErrorName / cuGetErrorString),
+ * with fallbacks when the driver cannot say (the toolkit stub answers nothing). */
+static void cuda_names(CUresult rc, const char **name, const char **str) {
+  *name = *str = NULL;
+  if (cuda_drv.f.GetErrorName && cuda_drv.f.GetErrorName(rc, name) != CUDA_SUCCESS) *name = NULL;
+  if (cuda_drv.f.GetErrorString && cuda_drv.f.GetErrorString(rc, str) != CUDA_SUCCESS)
+    *str = NULL;
+  if (!*name && rc == CUDA_ERROR_STUB_LIBRARY) {
+    *name = "CUDA_ERROR_STUB_LIBRARY";
+    *str = "libcuda.so.1 is the toolkit's link stub, not the NVIDIA driver";
+  }
+  if (!*name) *name = "CUDA_ERROR_?";
+  if (!*str) *str = "unrecognized error code";
+}
+
 static void cuda_drv_load(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
@@ -172,16 +191,21 @@ static void cuda_drv_load(void) {
   /* The toolkit's stub (lib64/stubs) only links; it fails every call. Refuse it by
    * path should LD_LIBRARY_PATH ever point there. */
   struct link_map *lm = NULL;
-  if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
-      strstr(lm->l_name, "/stubs/")) {
-    snprintf(cuda_drv.why, sizeof cuda_drv.why,
-             "NVIDIA driver not found: libcuda.so.1 resolved to the toolkit stub %s",
-             lm->l_name);
-    dlclose(h);
-    return;
+  if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) {
+    char *real = realpath(lm->l_name, NULL);
+    int stub = strstr(lm->l_name, "/stubs/") || (real && strstr(real, "/stubs/"));
+    if (stub)
+      snprintf(cuda_drv.why, sizeof cuda_drv.why,
+               "NVIDIA driver not found: libcuda.so.1 resolved to the toolkit stub %s",
+               real ? real : lm->l_name);
+    free(real);
+    if (stub) {
+      dlclose(h);
+      return;
+    }
   }
 #define CUDA_RESOLVE(field, sym, req)                                                \
-  *(void **)&cuda_drv.f.field = dlsym(h, #sym);                                      \
+  cuda_drv.f.field = (__typeof__(sym) *)dlsym(h, #sym);                              \
   if (!cuda_drv.f.field && req) {                                                    \
     snprintf(cuda_drv.why, sizeof cuda_drv.why,                                      \
              "libcuda.so.1 lacks %s: the NVIDIA driver is too old", #sym);           \
@@ -192,7 +216,7 @@ static void cuda_drv_load(void) {
   CUDA_DRIVER_FNS(CUDA_RESOLVE)
 #undef CUDA_RESOLVE
   if (!cuda_drv.f.EventElapsedTime) /* drivers before CUDA 12.8: same signature */
-    *(void **)&cuda_drv.f.EventElapsedTime = dlsym(h, "cuEventElapsedTime");
+    cuda_drv.f.EventElapsedTime = (__typeof__(cuEventElapsedTime_v2) *)dlsym(h, "cuEventElapsedTime");
   if (!cuda_drv.f.EventElapsedTime) {
     snprintf(cuda_drv.why, sizeof cuda_drv.why, "libcuda.so.1 lacks cuEventElapsedTime");
     dlclose(h);
@@ -202,10 +226,9 @@ static void cuda_drv_load(void) {
   CUresult rc = cuda_drv.f.Init(0);
   if (rc != CUDA_SUCCESS) {
     const char *name = NULL, *str = NULL;
-    if (cuda_drv.f.GetErrorName(rc, &name) != CUDA_SUCCESS) name = NULL;
-    if (cuda_drv.f.GetErrorString(rc, &str) != CUDA_SUCCESS) str = NULL;
-    snprintf(cuda_drv.why, sizeof cuda_drv.why, "cuInit failed: %s (%d): %s",
-             name ? name : "CUDA_ERROR_?", (int)rc, str ? str : "unknown error");
+    cuda_names(rc, &name, &str);
+    snprintf(cuda_drv.why, sizeof cuda_drv.why, "cuInit failed: %s (%d): %s", name, (int)rc,
+             str);
     return; /* the library stays loaded; every op reports why */
   }
   cuda_drv.ok = 1;
@@ -233,7 +256,7 @@ static void cuda_rtc_load(void) {
   }
   ka_sb_free(&why);
 #define CUDA_RESOLVE(field, sym, req)                                                \
-  *(void **)&cuda_rtc.f.field = dlsym(h, #sym);                                      \
+  cuda_rtc.f.field = (__typeof__(sym) *)dlsym(h, #sym);                              \
   if (!cuda_rtc.f.field && req) {                                                    \
     snprintf(cuda_rtc.why, sizeof cuda_rtc.why, "NVRTC library lacks %s", #sym);     \
     dlclose(h);                                                                      \
@@ -254,24 +277,15 @@ static void cuda_nvml_load(void) {
              dlerror());
     return;
   }
-  struct { void **slot; const char *sym; } syms[] = {
-      {(void **)&cuda_nvml.Init_v2, "nvmlInit_v2"},
-      {(void **)&cuda_nvml.ErrorString, "nvmlErrorString"},
-      {(void **)&cuda_nvml.SystemGetDriverVersion, "nvmlSystemGetDriverVersion"},
-      {(void **)&cuda_nvml.DeviceGetHandleByPciBusId_v2, "nvmlDeviceGetHandleByPciBusId_v2"},
-      {(void **)&cuda_nvml.DeviceGetName, "nvmlDeviceGetName"},
-      {(void **)&cuda_nvml.DeviceGetClockInfo, "nvmlDeviceGetClockInfo"},
-      {(void **)&cuda_nvml.DeviceGetTemperature, "nvmlDeviceGetTemperature"},
-      {(void **)&cuda_nvml.DeviceGetPowerUsage, "nvmlDeviceGetPowerUsage"},
-  };
-  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-    *syms[i].slot = dlsym(h, syms[i].sym);
-    if (!*syms[i].slot) {
-      snprintf(cuda_nvml.why, sizeof cuda_nvml.why, "libnvidia-ml.so.1 lacks %s", syms[i].sym);
-      dlclose(h);
-      return;
-    }
+#define CUDA_RESOLVE(name, ret, args)                                                  \
+  cuda_nvml.name = (ret(*) args)dlsym(h, "nvml" #name);                                  \
+  if (!cuda_nvml.name) {                                                                 \
+    snprintf(cuda_nvml.why, sizeof cuda_nvml.why, "libnvidia-ml.so.1 lacks nvml%s", #name); \
+    dlclose(h);                                                                          \
+    return;                                                                              \
   }
+  CUDA_NVML_FNS(CUDA_RESOLVE)
+#undef CUDA_RESOLVE
   cuda_nvmlReturn_t rc = cuda_nvml.Init_v2();
   if (rc != CUDA_NVML_SUCCESS) {
     snprintf(cuda_nvml.why, sizeof cuda_nvml.why, "nvmlInit_v2 failed: %s (%d)",
@@ -360,15 +374,11 @@ static int cuda_fail(ka_backend_ctx *ctx, char *err, size_t errlen, CUresult rc,
   va_start(ap, fmt);
   vsnprintf(op, sizeof op, fmt, ap);
   va_end(ap);
-  const char *name = NULL, *str = NULL;
-  if (cuda_drv.f.GetErrorName && cuda_drv.f.GetErrorName(rc, &name) != CUDA_SUCCESS)
-    name = NULL;
-  if (cuda_drv.f.GetErrorString && cuda_drv.f.GetErrorString(rc, &str) != CUDA_SUCCESS)
-    str = NULL;
+  const char *name, *str;
+  cuda_names(rc, &name, &str);
   int code = cuda_code(rc, cfg);
   char msg[CUDA_ERRLEN];
-  snprintf(msg, sizeof msg, "%s: %s (%d): %s", op, name ? name : "CUDA_ERROR_?", (int)rc,
-           str ? str : "unrecognized error code");
+  snprintf(msg, sizeof msg, "%s: %s (%d): %s", op, name, (int)rc, str);
   if (ctx) snprintf(ctx->err, sizeof ctx->err, "%s", msg);
   if (err && errlen) snprintf(err, errlen, "%s", msg);
   return code;
@@ -387,6 +397,7 @@ static int cuda_seterr(ka_backend_ctx *ctx, int code, const char *fmt, ...) {
 
 /* Makes ctx current on the calling thread. */
 static int cuda_enter(ka_backend_ctx *ctx, const char *op) {
+  if (!ctx) return KA_EINVAL;
   CUresult rc = cuda_drv.f.CtxSetCurrent(ctx->cu);
   if (rc != CUDA_SUCCESS)
     return cuda_fail(ctx, NULL, 0, rc, KA_EINVAL, "%s: cuCtxSetCurrent", op);
@@ -554,10 +565,11 @@ static int cuda_device_info(ka_backend_ctx *ctx, ka_device_info *out) {
 }
 
 /* Telemetry from NVML: device name, SM and memory clocks (MHz), temperature (C), power
- * (W). Always KA_OK: with no NVML or no handle out->valid is 0; a field NVML cannot
+ * (W). KA_OK except for a NULL ctx (KA_EINVAL): with no NVML or no handle out->valid is 0; a field NVML cannot
  * read stays 0. Never fails an evaluation. */
 static int cuda_telemetry(ka_backend_ctx *ctx, ka_telemetry *out) {
   memset(out, 0, sizeof *out);
+  if (!ctx) return KA_EINVAL;
   pthread_once(&cuda_nvml_once, cuda_nvml_load);
   if (!cuda_nvml.ok) return KA_OK;
   if (ctx->nvml_state == 0) {
@@ -833,7 +845,11 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
   if (lr != CUDA_SUCCESS) {
     m->mod = NULL;
     rc = cuda_fail(NULL, e, sizeof e, lr, KA_ECOMPILE, "cuModuleLoadData(%s, %s)", pname, arch);
-    if (rc == KA_EINVAL) rc = KA_ECOMPILE;
+    if (lr == CUDA_ERROR_INVALID_IMAGE || lr == CUDA_ERROR_INVALID_PTX ||
+        lr == CUDA_ERROR_NO_BINARY_FOR_GPU || lr == CUDA_ERROR_UNSUPPORTED_PTX_VERSION ||
+        lr == CUDA_ERROR_INVALID_SOURCE || lr == CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND ||
+        lr == CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)
+      rc = KA_ECOMPILE; /* the driver rejects the image: a result for the submission */
     ka_sb_printf(&lg, "error: %s\n", e);
     goto done;
   }

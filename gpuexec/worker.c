@@ -38,6 +38,12 @@ typedef struct wk_case {
 
 static char *wk_strdup(const char *s) { return strdup(s ? s : ""); }
 
+/* Frees a string field of a message: protobuf-c's INIT macros point unset strings at
+ * a shared constant, which must not be freed. */
+static void wk_free_str(char *s) {
+  if (s && s != protobuf_c_empty_string) free(s);
+}
+
 Kernelarena__V1__Device *ka_device_dup(const Kernelarena__V1__Device *d) {
   if (!d) return NULL;
   size_t n = kernelarena__v1__device__get_packed_size(d);
@@ -54,19 +60,19 @@ void ka_device_free(Kernelarena__V1__Device *d) {
 }
 
 void ka_result_clear(Kernelarena__V1__Result *res) {
-  free(res->job_id);
-  free(res->compile_log);
-  free(res->runtime_log);
-  free(res->message);
+  wk_free_str(res->job_id);
+  wk_free_str(res->compile_log);
+  wk_free_str(res->runtime_log);
+  wk_free_str(res->message);
   for (size_t i = 0; i < res->n_cases; i++) {
-    free(res->cases[i]->name);
-    free(res->cases[i]->message);
+    wk_free_str(res->cases[i]->name);
+    wk_free_str(res->cases[i]->message);
     free(res->cases[i]);
   }
   free(res->cases);
   ka_device_free(res->device);
   if (res->telemetry) {
-    free(res->telemetry->device_name);
+    wk_free_str(res->telemetry->device_name);
     free(res->telemetry);
   }
   kernelarena__v1__result__init(res);
@@ -82,7 +88,7 @@ static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, co
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   res->status = st;
-  free(res->message);
+  wk_free_str(res->message);
   res->message = strdup(buf);
 }
 
@@ -356,7 +362,7 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
   } else {
     res->status = KERNELARENA__V1__STATUS__INCORRECT;
     res->geomean_speedup = 0;
-    free(res->message);
+    wk_free_str(res->message);
     res->message = strdup("output differs from the reference");
   }
 }

@@ -1,0 +1,152 @@
+/* envserver: the kernelarena environment server.
+ *
+ *   envserver [--listen URL] [--exec-listen URL] [--tasks DIR] [--state DIR]
+ *             [--contexts N] [--max-steps N] [--quiet]
+ *
+ * Clients (trainers, envctl) speak the environment protocol on --listen; gpuexec
+ * workers long-poll for jobs on --exec-listen (docs/protocol.md). Episodes' workspaces
+ * and the trace store (trace.db, docs/trace-store.md) live under --state.
+ *
+ * SIGINT and SIGTERM close the sockets, let the sqlite transaction in flight finish and
+ * exit 0. The signals are blocked in every thread and taken with sigwait in main, so
+ * no handler runs inside nng or sqlite. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envserver.h"
+
+static void main_usage(FILE *f) {
+  fprintf(f,
+          "usage: envserver [options]\n"
+          "  --listen URL       client endpoint (default ipc://<state>/env.ipc)\n"
+          "  --exec-listen URL  executor endpoint (default ipc://<state>/exec.ipc)\n"
+          "  --tasks DIR        task suite (default ./tasks)\n"
+          "  --state DIR        workspaces and trace.db (default ./var, created)\n"
+          "  --contexts N       requests served concurrently per endpoint (default 64)\n"
+          "  --max-steps N      default step limit of an episode (default 10)\n"
+          "  --quiet            log only errors\n"
+          "  --help             this text\n");
+}
+
+static int main_int(const char *opt, const char *v, int lo, int hi, int *out) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (errno || end == v || *end || n < lo || n > hi) {
+    fprintf(stderr, "envserver: %s must be an integer from %d to %d, not '%s'\n", opt, lo, hi, v);
+    return -1;
+  }
+  *out = (int)n;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"listen", required_argument, NULL, 'l'},   {"exec-listen", required_argument, NULL, 'e'},
+      {"tasks", required_argument, NULL, 't'},    {"state", required_argument, NULL, 's'},
+      {"contexts", required_argument, NULL, 'c'}, {"max-steps", required_argument, NULL, 'm'},
+      {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  es_server s;
+  memset(&s, 0, sizeof s);
+  const char *listen = NULL, *exec = NULL, *tasks = "./tasks", *state = "./var";
+  s.cfg.contexts = 64;
+  s.cfg.max_steps = 10;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (ch) {
+    case 'l': listen = optarg; break;
+    case 'e': exec = optarg; break;
+    case 't': tasks = optarg; break;
+    case 's': state = optarg; break;
+    case 'c':
+      if (main_int("--contexts", optarg, 1, 4096, &s.cfg.contexts)) return 2;
+      break;
+    case 'm':
+      if (main_int("--max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps)) return 2;
+      break;
+    case 'q': s.cfg.quiet = 1; break;
+    case 'h': main_usage(stdout); return 0;
+    default: main_usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "envserver: unexpected argument '%s'\n", argv[optind]);
+    main_usage(stderr);
+    return 2;
+  }
+
+  /* Absolute paths: workspaces are reported to clients, ipc:// paths must not depend on
+   * the working directory of whoever reads them. */
+  char state_abs[PATH_MAX], tasks_abs[PATH_MAX];
+  if (ka_mkdirs(state) != KA_OK || !realpath(state, state_abs)) {
+    fprintf(stderr, "envserver: cannot create state folder %s: %s\n", state, strerror(errno));
+    return 1;
+  }
+  if (!realpath(tasks, tasks_abs)) {
+    fprintf(stderr, "envserver: task folder %s: %s\n", tasks, strerror(errno));
+    return 1;
+  }
+  char ws[PATH_MAX + 16], db[PATH_MAX + 16], lurl[PATH_MAX + 16], eurl[PATH_MAX + 16];
+  snprintf(ws, sizeof ws, "%s/workspaces", state_abs);
+  snprintf(db, sizeof db, "%s/trace.db", state_abs);
+  snprintf(lurl, sizeof lurl, "ipc://%s/env.ipc", state_abs);
+  snprintf(eurl, sizeof eurl, "ipc://%s/exec.ipc", state_abs);
+  if (ka_mkdirs(ws) != KA_OK) {
+    fprintf(stderr, "envserver: cannot create %s\n", ws);
+    return 1;
+  }
+  s.cfg.state_dir = state_abs;
+  s.cfg.tasks_dir = tasks_abs;
+  s.cfg.listen_url = (char *)(listen ? listen : lurl);
+  s.cfg.exec_url = (char *)(exec ? exec : eurl);
+
+  char err[1024] = "";
+  if (ka_registry_load(tasks_abs, 1, &s.reg, err, sizeof err) != KA_OK) {
+    fprintf(stderr, "envserver: %s\n", err);
+    return 1;
+  }
+  for (int i = 0; i < s.reg->ntasks; i++)
+    if (s.reg->tasks[i]->timeout_s > s.max_task_timeout_s)
+      s.max_task_timeout_s = s.reg->tasks[i]->timeout_s;
+  if (es_store_open(db, &s.store, err, sizeof err) != KA_OK) {
+    fprintf(stderr, "envserver: %s\n", err);
+    ka_registry_free(s.reg);
+    return 1;
+  }
+  pthread_mutex_init(&s.mtx, NULL);
+
+  /* Block the signals before any thread starts, so every thread inherits the mask. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  int rc = 0;
+  if (es_server_start(&s, err, sizeof err) != KA_OK) {
+    fprintf(stderr, "envserver: %s\n", err);
+    rc = 1;
+  } else {
+    fprintf(stderr, "envserver: listening on %s (executors: %s), %d tasks\n", s.cfg.listen_url,
+            s.cfg.exec_url, s.reg->ntasks);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    es_log(&s, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  }
+  es_server_stop(&s);
+  es_store_close(s.store);
+  pthread_mutex_lock(&s.mtx);
+  es_jobs_clear(&s.jobs);
+  es_ep_table_free(&s);
+  pthread_mutex_unlock(&s.mtx);
+  pthread_mutex_destroy(&s.mtx);
+  ka_registry_free(s.reg);
+  return rc;
+}

@@ -1,0 +1,202 @@
+/* Unit tests of common/: expressions, paths, data generation, comparison, task and
+ * launch-plan loading. Usage: common_test TASKS_DIR */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "expr.h"
+#include "ka_common.h"
+#include "task.h"
+
+static int failures;
+#define CHECK(cond)                                                          \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                            \
+    }                                                                        \
+  } while (0)
+
+static int64_t ev(const char *s, int *rc) {
+  ka_vars v = {0};
+  ka_vars_set(&v, "n", 1000);
+  ka_vars_set(&v, "sm_count", 132);
+  int64_t out = -12345;
+  char err[256];
+  *rc = ka_expr_eval(s, &v, &out, err, sizeof err);
+  return out;
+}
+
+static void test_expr(void) {
+  int rc;
+  CHECK(ev("ceil_div(n, 256)", &rc) == 4 && rc == KA_OK);
+  CHECK(ev("ceil_div(n, 4 * 256)", &rc) == 1 && rc == KA_OK);
+  CHECK(ev("1 + 2 * 3 - 4 / 2", &rc) == 5 && rc == KA_OK);
+  CHECK(ev("(1 + 2) * 3", &rc) == 9);
+  CHECK(ev("-n + 1", &rc) == -999);
+  CHECK(ev("min(n, sm_count * 4)", &rc) == 528);
+  CHECK(ev("max(n, 7) % 7", &rc) == 1000 % 7);
+  CHECK(ev("round_up(n, 128)", &rc) == 1024);
+  ev("n / 0", &rc);
+  CHECK(rc == KA_ERANGE);
+  ev("unknown + 1", &rc);
+  CHECK(rc == KA_EPARSE);
+  ev("9223372036854775807 * 2", &rc);
+  CHECK(rc == KA_ERANGE);
+  ev("99999999999999999999", &rc);
+  CHECK(rc == KA_ERANGE);
+  ev("ceil_div(n)", &rc);
+  CHECK(rc == KA_EPARSE);
+  ev("1 +", &rc);
+  CHECK(rc == KA_EPARSE);
+  ev("1 2", &rc);
+  CHECK(rc == KA_EPARSE);
+  ev("system(1, 2)", &rc);
+  CHECK(rc == KA_EPARSE);
+  char deep[200];
+  memset(deep, '(', 100);
+  deep[100] = '1';
+  memset(deep + 101, ')', 98);
+  deep[199] = 0;
+  ev(deep, &rc);
+  CHECK(rc != KA_OK);
+}
+
+static void test_paths(void) {
+  CHECK(ka_path_is_safe("gelu.cu"));
+  CHECK(ka_path_is_safe("sub/gelu.cu"));
+  CHECK(!ka_path_is_safe("../gelu.cu"));
+  CHECK(!ka_path_is_safe("a/../../b"));
+  CHECK(!ka_path_is_safe("/etc/passwd"));
+  CHECK(!ka_path_is_safe(""));
+  CHECK(!ka_path_is_safe("./x"));
+  CHECK(!ka_path_is_safe("a//b"));
+  CHECK(!ka_path_is_safe("a\\b"));
+  CHECK(!ka_path_is_safe("a\nb"));
+}
+
+static void test_data(void) {
+  ka_tensor_spec spec = {.name = "x", .dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 0, .b = 2};
+  enum { N = 100000 };
+  float *a = malloc(N * 4), *b = malloc(N * 4), *c = malloc(N * 4);
+  ka_fill_input(&spec, a, N, 42, 0, 0);
+  ka_fill_input(&spec, b, N, 42, 0, 0);
+  ka_fill_input(&spec, c, N, 43, 0, 0);
+  CHECK(memcmp(a, b, N * 4) == 0);  /* deterministic */
+  CHECK(memcmp(a, c, N * 4) != 0);  /* depends on the seed */
+  double mean = 0, var = 0;
+  for (int i = 0; i < N; i++) mean += a[i];
+  mean /= N;
+  for (int i = 0; i < N; i++) var += (a[i] - mean) * (a[i] - mean);
+  var /= N;
+  CHECK(fabs(mean) < 0.05);
+  CHECK(fabs(sqrt(var) - 2) < 0.05);
+  ka_fill_input(&spec, c, N, 42, 1, 0); /* another case: another stream */
+  CHECK(memcmp(a, c, N * 4) != 0);
+
+  /* poison: NaN everywhere, different per seed */
+  ka_fill_poison(KA_DT_F32, a, N, 1);
+  ka_fill_poison(KA_DT_F32, b, N, 2);
+  int all_nan = 1;
+  for (int i = 0; i < N; i++) all_nan &= isnan(a[i]);
+  CHECK(all_nan);
+  CHECK(memcmp(a, b, N * 4) != 0);
+
+  /* comparison */
+  double ref[4] = {1.0, -2.0, 0.0, 1000.0};
+  float out[4] = {1.0f, -2.0f, 0.0f, 1000.0f};
+  ka_compare cmp;
+  CHECK(ka_compare_outputs(KA_DT_F32, out, ref, 4, 1e-6, 1e-5, &cmp));
+  CHECK(cmp.mismatches == 0 && cmp.ref_scale == 1000.0);
+  out[1] = NAN;
+  CHECK(!ka_compare_outputs(KA_DT_F32, out, ref, 4, 1e-6, 1e-5, &cmp));
+  CHECK(cmp.mismatches == 1 && cmp.nonfinite == 1 && cmp.first_bad == 1);
+  out[1] = -2.0f;
+  out[3] = 1000.5f; /* 5e-4 relative: outside rtol 1e-5 + atol 1e-6 * 1000 */
+  CHECK(!ka_compare_outputs(KA_DT_F32, out, ref, 4, 1e-6, 1e-5, &cmp));
+  out[3] = 1000.0f;
+  /* scale-aware: an all-zero output fails a reference of magnitude ~1e-3 */
+  double small[3] = {1e-3, -2e-3, 5e-4};
+  float zeros[3] = {0, 0, 0};
+  CHECK(!ka_compare_outputs(KA_DT_F32, zeros, small, 3, 1e-2, 1e-2, &cmp));
+  CHECK(cmp.mismatches == 3);
+  /* bf16 round trip */
+  CHECK(ka_bf16_to_f32(ka_f32_to_bf16(1.5f)) == 1.5f);
+  CHECK(fabsf(ka_bf16_to_f32(ka_f32_to_bf16(3.14159f)) - 3.14159f) < 0.02f);
+  free(a), free(b), free(c);
+}
+
+static void test_tasks(const char *root) {
+  char err[1024];
+  ka_registry *r;
+  CHECK(ka_registry_load(root, 0, &r, err, sizeof err) == KA_OK);
+  if (!r) {
+    fprintf(stderr, "registry: %s\n", err);
+    return;
+  }
+  CHECK(r->ntasks >= 3);
+  const ka_task *t = ka_registry_find(r, "host/gelu");
+  CHECK(t != NULL);
+  if (t) {
+    CHECK(!strcmp(t->mode, "module") && t->nentry_args == 3);
+    CHECK(t->ncases >= 2 && t->nheld >= 1);
+    CHECK(strlen(t->version) == 16);
+    CHECK(ka_task_is_editable(t, "gelu.c") && !ka_task_is_editable(t, "reference.c"));
+    int64_t elems;
+    CHECK(ka_task_tensor_elems(t, 0, &t->cases[0], &elems, err, sizeof err) == KA_OK &&
+          elems == t->cases[0].values[0]);
+  }
+  const ka_task *g = ka_registry_find(r, "cuda2cuda/gelu");
+  CHECK(g != NULL);
+  if (g) {
+    CHECK(g->launch_plan && !strcmp(g->launch_plan, "launch.yaml"));
+    ka_plan *p;
+    const char *good =
+        "kernels: [k]\nlaunches:\n  - kernel: k\n    grid: [\"ceil_div(n, 256)\"]\n"
+        "    block: [256]\n    args: [x, y, n]\n";
+    CHECK(ka_plan_parse(g, good, strlen(good), &p, err, sizeof err) == KA_OK);
+    if (p) {
+      CHECK(p->nlaunches == 1 && p->launches[0].nargs == 3);
+      CHECK(!strcmp(p->launches[0].grid[1], "1"));
+      ka_plan_free(p);
+    }
+    const char *bad_kernel = "kernels: [k]\nlaunches:\n  - {kernel: other, grid: [1], block: [1]}\n";
+    CHECK(ka_plan_parse(g, bad_kernel, strlen(bad_kernel), &p, err, sizeof err) == KA_EPARSE);
+    CHECK(strstr(err, "other") != NULL);
+    const char *bad_arg = "kernels: [k]\nlaunches:\n  - {kernel: k, grid: [1], block: [1], args: [secret]}\n";
+    CHECK(ka_plan_parse(g, bad_arg, strlen(bad_arg), &p, err, sizeof err) == KA_EPARSE);
+    CHECK(strstr(err, "secret") != NULL);
+    const char *not_yaml = "kernels: [k\n";
+    CHECK(ka_plan_parse(g, not_yaml, strlen(not_yaml), &p, err, sizeof err) == KA_EPARSE);
+  }
+  ka_registry_free(r);
+
+  /* a broken task.yaml gives file and line */
+  char dir[] = "/tmp/ka-common-test-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/task.yaml", dir);
+  const char *y = "id: x/y\ntype: host\nlanguage: c\nmode: module\nsource: a.c\nparams: 3\n";
+  ka_write_file(p, y, strlen(y));
+  ka_task *bad;
+  CHECK(ka_task_load(dir, &bad, err, sizeof err) == KA_EPARSE);
+  CHECK(strstr(err, "task.yaml") != NULL && strstr(err, "params") != NULL);
+  ka_rmtree(dir);
+}
+
+int main(int argc, char **argv) {
+  test_expr();
+  test_paths();
+  test_data();
+  test_tasks(argc > 1 ? argv[1] : "tasks");
+  if (failures) {
+    fprintf(stderr, "common_test: %d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("common_test: all checks passed\n");
+  return 0;
+}

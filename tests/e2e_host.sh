@@ -1,0 +1,108 @@
+#!/bin/sh
+# End-to-end test of the whole loop on the host backend, with real processes:
+# envserver + gpuexec + envctl, the host/gelu task and candidates that are correct,
+# faster, wrong, partial, broken, hanging and crashing. Checks the printed steps,
+# rewards, and that every step is in the sqlite trace store afterwards.
+# usage: e2e_host.sh BIN_DIR SOURCE_DIR
+set -u
+BIN=$1
+SRC=$2
+CAND=$SRC/tests/candidates/host_gelu
+WORK=$(mktemp -d /tmp/ka-e2e-XXXXXX)
+fail=0
+cleanup() {
+  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
+  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+check() { # check DESCRIPTION COMMAND...
+  desc=$1
+  shift
+  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
+}
+
+# A copy of the task folder with a short evaluation timeout, so the hanging
+# candidate is killed in seconds rather than a minute.
+mkdir -p "$WORK/tasks/host" "$WORK/tasks/cuda2cuda"
+cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
+cp -r "$SRC/tasks/cuda2cuda/gelu" "$WORK/tasks/cuda2cuda/"
+sed -i "s/^timeout_s: .*/timeout_s: 20/" "$WORK/tasks/host/gelu/task.yaml"
+
+# 1. The default path a newcomer takes: embedded server, baseline agent.
+"$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 >"$WORK/embedded.out" 2>&1
+rc=$?
+cat "$WORK/embedded.out"
+check "embedded episode exits 0" [ "$rc" -eq 0 ]
+check "embedded baseline step is OK" grep -q "step 1: status OK, compiled yes" "$WORK/embedded.out"
+# speedup of the unchanged baseline against itself is near 1 (noisy CI machines: 0.5-2)
+sp=$(awk '/geometric-mean speedup/ {sub("x","",$3); print $3}' "$WORK/embedded.out")
+check "baseline speedup near 1 (got $sp)" awk -v s="${sp:-0}" 'BEGIN{exit !(s > 0.5 && s < 2.0)}'
+
+# 2. A long-running server and executor, and one episode of several steps.
+STATE=$WORK/state
+"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
+SRV_PID=$!
+"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
+  >"$WORK/gpuexec.log" 2>&1 &
+GX_PID=$!
+URL="ipc://$STATE/env.ipc"
+i=0
+until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
+  i=$((i + 1))
+  if [ $i -gt 100 ]; then
+    echo "FAIL - server/executor did not come up"; cat "$WORK/server.log" "$WORK/gpuexec.log"; exit 1
+  fi
+  sleep 0.2
+done
+
+# step k submits the k-th file of this list (KA_STEP counts from 0)
+LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline"
+AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; if [ \$f = baseline ]; then cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c; else cp $CAND/\$f gelu.c; fi"
+"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 8 \
+  --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
+rc=$?
+cat "$WORK/multi.out"
+check "multi-step episode exits 0" [ "$rc" -eq 0 ]
+check "step 1 fast: OK" sh -c "grep '^step 1:' '$WORK/multi.out' | grep -q 'status OK'"
+check "step 1 fast: reward above 220 (speedup > 1)" awk '/^step 1:/ {r=$NF} END{exit !(r+0 > 220)}' "$WORK/multi.out"
+check "step 2 wrong: INCORRECT, reward 20" sh -c "grep '^step 2:' '$WORK/multi.out' | grep -q 'status INCORRECT, compiled yes, reward 20.00'"
+check "step 2 wrong: mismatch reported" grep -q "elements differ; first at" "$WORK/multi.out"
+check "step 3 broken: COMPILE_ERROR, reward 0" sh -c "grep '^step 3:' '$WORK/multi.out' | grep -q 'status COMPILE_ERROR, compiled no, reward 0.00'"
+check "step 3 broken: compiler log returned" grep -q "undefined_symbol_here" "$WORK/multi.out"
+check "step 4 hang: TIMEOUT, reward 20" sh -c "grep '^step 4:' '$WORK/multi.out' | grep -q 'status TIMEOUT, compiled yes, reward 20.00'"
+check "step 5 after the hang: OK again" sh -c "grep '^step 5:' '$WORK/multi.out' | grep -q 'status OK'"
+check "step 6 crash: RUNTIME_ERROR, reward 20" sh -c "grep '^step 6:' '$WORK/multi.out' | grep -q 'status RUNTIME_ERROR, compiled yes, reward 20.00'"
+check "step 6 crash: names the signal" grep -q "signal 11" "$WORK/multi.out"
+check "step 7 partial output: INCORRECT" sh -c "grep '^step 7:' '$WORK/multi.out' | grep -q 'status INCORRECT'"
+check "step 8 baseline: OK" sh -c "grep '^step 8:' '$WORK/multi.out' | grep -q 'status OK'"
+
+# 3. Every step is in the trace store.
+EP=$(awk '/^episode ep-/ {sub(":","",$2); print $2; exit}' "$WORK/multi.out")
+DB=$STATE/trace.db
+n=$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE episode_id='$EP'")
+check "8 steps of $EP in sqlite (got $n)" [ "${n:-0}" -eq 8 ]
+st=$(sqlite3 "$DB" "SELECT group_concat(status, ',') FROM (SELECT status FROM steps WHERE episode_id='$EP' ORDER BY step)")
+check "statuses in sqlite in order (got $st)" [ "$st" = "1,3,2,5,1,4,3,1" ]
+nf=$(sqlite3 "$DB" "SELECT count(*) FROM step_files f JOIN blobs b ON b.sha256=f.sha256 WHERE f.episode_id='$EP'")
+check "submitted sources stored content-addressed ($nf)" [ "${nf:-0}" -ge 8 ]
+nb=$(sqlite3 "$DB" "SELECT count(DISTINCT f.sha256) FROM step_files f WHERE f.episode_id='$EP'")
+check "identical sources stored once (fast.c twice: $nb distinct of 8)" [ "${nb:-0}" -eq 7 ]
+
+# 4. The executor survived everything and no evaluation process was left behind.
+check "gpuexec still running" kill -0 "$GX_PID"
+check "envserver still running" kill -0 "$SRV_PID"
+check "no runner left behind" sh -c '! pgrep -x ka-runner >/dev/null'
+
+# 5. A GPU task on a machine without a GPU: clear error naming the host tasks.
+if ! "$BIN/gpuexec" --backends cuda --server "ipc://$WORK/none.ipc" --tasks "$WORK/tasks" 2>/dev/null; then
+  "$BIN/envctl" episode --server "$URL" --task cuda2cuda/gelu >"$WORK/gpu.out" 2>&1
+  rc=$?
+  cat "$WORK/gpu.out"
+  check "GPU task without a GPU fails" [ "$rc" -ne 0 ]
+  check "the error names the host tasks" grep -q "host/gelu" "$WORK/gpu.out"
+fi
+
+[ $fail -eq 0 ] && echo "e2e_host: all checks passed"
+exit $fail

@@ -1,0 +1,270 @@
+/* nvrtc_compile_test: the cuda backend module's compile path, without a GPU.
+ *
+ * Usage: nvrtc_compile_test <tasks folder>
+ * Loads ka_backend_cuda.so through the backend registry, reports the device count (0
+ * with a reason on machines without a driver), compiles every cuda/hip task's baseline
+ * for sm_90 with ctx NULL (compile only), and checks error paths: syntax error, missing
+ * kernel, C++-mangled kernel, bad arch, unknown language, in-memory includes, and the
+ * HIP-on-CUDA mapping header. One line per check; exit status 1 on any failure. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ka_common.h"
+#include "task.h"
+
+/* backend.c refers to the built-in host backend, which this test does not build in. */
+const ka_backend_ops *ka_backend_host(void) { return NULL; }
+
+static int nfail, npass;
+
+static void check(int ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void check(int ok, const char *name, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("%s %s: ", ok ? "ok  " : "FAIL", name);
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+  fflush(stdout);
+  if (ok) npass++;
+  else nfail++;
+}
+
+/* Compiles one source (plus optional headers) compile-only for arch; returns the rc,
+ * *log (caller frees) and err. */
+static int compile1(const ka_backend_ops *be, const char *lang, const char *arch,
+                    const ka_source *src, int nsrc, const char *const *kernels, int nk,
+                    char **log, char *err, size_t errlen) {
+  ka_compile_req req = {.language = lang, .sources = src, .nsources = nsrc,
+                        .kernels = kernels, .nkernels = nk, .arch = arch,
+                        .workdir = "/tmp", .timeout_s = 60};
+  ka_module *m = (ka_module *)&req; /* must be reset to NULL */
+  err[0] = '\0';
+  int rc = be->compile(NULL, &req, &m, log, err, errlen);
+  if (m) {
+    check(0, "compile-only leaves *out NULL", "out=%p", (void *)m);
+    m = NULL;
+  }
+  return rc;
+}
+
+static ka_source src_of(const char *name, const char *text) {
+  ka_source s = {.name = name, .text = text, .len = strlen(text)};
+  return s;
+}
+
+/* The first line of log that mentions "error" (for diagnostics), in a static buffer. */
+static const char *last_line(const char *log) {
+  static char line[256];
+  const char *p = log ? strstr(log, "error") : NULL;
+  if (!p) p = log ? log : "";
+  size_t n = strcspn(p, "\n");
+  snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+  return line;
+}
+
+/* (c) every cuda/hip task's baseline compiles for sm_90. */
+static void check_tasks(const ka_backend_ops *be, const char *root) {
+  ka_registry *reg = NULL;
+  char err[1024] = "";
+  int rc = ka_registry_load(root, 0, &reg, err, sizeof err);
+  check(rc == KA_OK, "registry", "%s: %d tasks%s%s", root, reg ? reg->ntasks : 0,
+        rc ? ": " : "", rc ? err : "");
+  if (rc) return;
+  int ngpu = 0;
+  for (int i = 0; i < reg->ntasks; i++) {
+    const ka_task *t = reg->tasks[i];
+    if (strcmp(t->language, "cuda") && strcmp(t->language, "hip")) continue;
+    ngpu++;
+    ka_source src[KA_MAX_EDITABLE];
+    char *texts[KA_MAX_EDITABLE] = {0};
+    int n = 0, ok = 1;
+    char why[1024] = "";
+    /* the task's source file first, its other editable files after it */
+    const char *order[KA_MAX_EDITABLE];
+    order[n++] = t->source;
+    for (int j = 0; j < t->neditable; j++)
+      if (strcmp(t->editable[j], t->source)) order[n++] = t->editable[j];
+    for (int j = 0; j < n && ok; j++) {
+      char path[4096];
+      size_t len = 0;
+      snprintf(path, sizeof path, "%s/baseline/%s", t->dir, order[j]);
+      rc = ka_read_file(path, 1 << 20, &texts[j], &len);
+      if (rc) {
+        snprintf(why, sizeof why, "%s: %s", path, ka_strerror(rc));
+        ok = 0;
+        break;
+      }
+      src[j].name = order[j];
+      src[j].text = texts[j];
+      src[j].len = len;
+    }
+    ka_plan *plan = NULL;
+    if (ok && t->launch_plan) {
+      for (int j = 0; j < n; j++)
+        if (!strcmp(order[j], t->launch_plan)) {
+          rc = ka_plan_parse(t, src[j].text, src[j].len, &plan, why, sizeof why);
+          if (rc) ok = 0;
+        }
+    } else if (ok) {
+      rc = ka_plan_from_entry(t, &plan, why, sizeof why);
+      if (rc) ok = 0;
+    }
+    if (!ok) {
+      check(0, t->id, "cannot read the baseline: %s", why);
+    } else {
+      char *log = NULL;
+      double t0 = ka_now_s();
+      rc = compile1(be, t->language, "sm_90", src, n, (const char *const *)plan->kernels,
+                    plan->nkernels, &log, why, sizeof why);
+      check(rc == KA_OK && log != NULL, t->id,
+            "compile %s (%s, %d kernel%s) for sm_90 in %.3f s: %s%s%s", t->source, t->language,
+            plan->nkernels, plan->nkernels == 1 ? "" : "s", ka_now_s() - t0, ka_strerror(rc),
+            rc ? " -- " : "", rc ? why : "");
+      if (rc && log) printf("%s\n", log);
+      free(log);
+    }
+    ka_plan_free(plan);
+    for (int j = 0; j < n; j++) free(texts[j]);
+  }
+  check(ngpu > 0, "gpu tasks found", "%d cuda/hip tasks under %s", ngpu, root);
+  ka_registry_free(reg);
+}
+
+static const char *const k_one[] = {"k"};
+
+static void check_errors(const ka_backend_ops *be) {
+  char err[1024], *log = NULL;
+  int rc;
+
+  /* (d) syntax error */
+  ka_source bad = src_of("bad.cu", "extern \"C\" __global__ void k(float *y) { y[0] = 1.0f }\n");
+  rc = compile1(be, "cuda", "sm_90", &bad, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "error") && err[0], "syntax error",
+        "rc=%s err='%s' log: %s", ka_strerror(rc), err, last_line(log));
+  free(log);
+
+  /* missing kernel */
+  ka_source good = src_of("good.cu", "extern \"C\" __global__ void k(float *y) { y[0] = 1.0f; }\n");
+  const char *const missing[] = {"k", "no_such_kernel"};
+  rc = compile1(be, "cuda", "sm_90", &good, 1, missing, 2, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "no_such_kernel") &&
+            strstr(log, "extern \"C\" __global__"),
+        "missing kernel", "rc=%s log: %s", ka_strerror(rc), last_line(log));
+  free(log);
+
+  /* kernel without extern "C": C++-mangled, named in the log */
+  ka_source mangled = src_of("mangled.cu", "__global__ void k(float *y) { y[0] = 1.0f; }\n");
+  rc = compile1(be, "cuda", "sm_90", &mangled, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "_Z1kPf"), "mangled kernel",
+        "rc=%s log: %s", ka_strerror(rc), last_line(log));
+  free(log);
+
+  /* success still returns a (possibly empty) malloc'd log */
+  rc = compile1(be, "cuda", "sm_90", &good, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_OK && log != NULL, "log on success", "rc=%s log=%s", ka_strerror(rc),
+        log ? "non-NULL" : "NULL");
+  free(log);
+
+  /* bad requests */
+  rc = compile1(be, "cuda", "sm_9x", &good, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_EINVAL && log, "bad arch", "rc=%s err='%s'", ka_strerror(rc), err);
+  free(log);
+  rc = compile1(be, "cuda", NULL, &good, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_EINVAL, "no arch without a context", "rc=%s err='%s'", ka_strerror(rc), err);
+  free(log);
+  rc = compile1(be, "c", "sm_90", &good, 1, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_EINVAL, "language c refused", "rc=%s err='%s'", ka_strerror(rc), err);
+  free(log);
+
+  /* sources[1..] are in-memory headers under their names */
+  ka_source inc[2] = {
+      src_of("main.cu", "#include \"util/scale.h\"\n"
+                        "extern \"C\" __global__ void k(float *y) { y[0] = scale(y[0]); }\n"),
+      src_of("util/scale.h", "__device__ inline float scale(float v) { return 2.0f * v; }\n")};
+  rc = compile1(be, "cuda", "sm_90", inc, 2, k_one, 1, &log, err, sizeof err);
+  check(rc == KA_OK, "in-memory include", "rc=%s %s", ka_strerror(rc), rc ? last_line(log) : "");
+  free(log);
+}
+
+/* (e) the HIP-on-CUDA mapping header. */
+static const char hip_src[] =
+    "#include <hip/hip_runtime.h>\n"
+    "#ifndef __HIP_PLATFORM_NVIDIA__\n#error no platform macro\n#endif\n"
+    "extern \"C\" __global__ void __launch_bounds__(256)\n"
+    "hip_names(const float *__restrict__ x, float *out, unsigned long long *mask, long long n) {\n"
+    "  HIP_DYNAMIC_SHARED(float, partial)\n"
+    "  long long i = (long long)hipBlockIdx_x * hipBlockDim_x + hipThreadIdx_x;\n"
+    "  float v = i < n ? x[i] : 0.0f;\n"
+    "  for (int off = warpSize / 2; off > 0; off >>= 1) v += __shfl_down(v, off);\n"
+    "  v += __shfl_xor(v, 1, 16) + __shfl_up(v, 1) + __shfl(v, 0);\n"
+    "  double d = __shfl_down((double)v, 1u);\n"
+    "  long long q = __shfl(i, 3);\n"
+    "  unsigned long long b = __ballot(v > 0.0f);\n"
+    "  if (hipThreadIdx_x == 0) *mask = b;\n"
+    "  if (__any(v > 1.0f) && __all(v > -1e30f)) v += (float)d + (float)q;\n"
+    "  if (__lane_id() == 0) partial[hipThreadIdx_x / warpSize] = v;\n"
+    "  __syncthreads();\n"
+    "  __threadfence();\n"
+    "  if (hipThreadIdx_x == 0) {\n"
+    "    float s = 0.0f;\n"
+    "    for (unsigned w = 0; w < hipBlockDim_x / warpSize; w++) s += partial[w];\n"
+    "    atomicAdd(out, s);\n"
+    "    unsafeAtomicAdd(out, 0.0f);\n"
+    "  }\n"
+    "  (void)hipGridDim_x; (void)hipThreadIdx_y; (void)hipBlockIdx_z;\n"
+    "}\n";
+
+static void check_hip(const ka_backend_ops *be) {
+  char err[1024], *log = NULL;
+  ka_source s = src_of("hip_names.hip", hip_src);
+  const char *const k[] = {"hip_names"};
+  int rc = compile1(be, "hip", "sm_90", &s, 1, k, 1, &log, err, sizeof err);
+  check(rc == KA_OK, "hip mapping header",
+        "hipThreadIdx_x, HIP_DYNAMIC_SHARED, __shfl*, __ballot, __syncthreads, atomicAdd: %s %s",
+        ka_strerror(rc), rc ? last_line(log) : "");
+  if (rc && log) printf("%s\n", log);
+  free(log);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s <tasks folder>\n", argv[0]);
+    return 2;
+  }
+  char err[1024] = "";
+  /* (a) the module loads */
+  const ka_backend_ops *be = ka_backend_load("cuda", err, sizeof err);
+  check(be != NULL, "load", "ka_backend_load(\"cuda\"): %s", be ? be->name : err);
+  if (!be) return 1;
+
+  /* (b) device count: 0 with a reason without a driver; otherwise print it */
+  int count = -1;
+  err[0] = '\0';
+  int rc = be->device_count(&count, err, sizeof err);
+  if (count > 0) {
+    check(rc == KA_OK, "device_count", "%d device(s)", count);
+    ka_backend_ctx *ctx = NULL;
+    rc = be->open(0, &ctx, err, sizeof err);
+    ka_device_info info;
+    if (rc == KA_OK && be->device_info(ctx, &info) == KA_OK)
+      printf("     device 0: %s %s, %d SMs, %.0f GB/s, driver %s\n", info.name, info.arch,
+             info.multiprocessors, info.mem_bandwidth_gbps, info.driver);
+    else
+      printf("     device 0 did not open: %s\n", err);
+    be->close(ctx);
+  } else {
+    check(rc == KA_OK && count == 0 && err[0], "device_count", "0 devices, reason: %s", err);
+  }
+
+  check_tasks(be, argv[1]);
+  check_errors(be);
+  check_hip(be);
+
+  printf("%d passed, %d failed\n", npass, nfail);
+  return nfail ? 1 : 0;
+}
