@@ -453,7 +453,9 @@ int ka_task_load(const char *dir, ka_task **out, char *err, size_t errlen) {
     free(text);
     return KA_ENOMEM;
   }
-  t->dir = strdup(dir);
+  /* absolute, so that processes running in other folders (runners) find it */
+  t->dir = realpath(dir, NULL);
+  if (!t->dir) t->dir = strdup(dir);
   ty_doc d;
   rc = ty_open(&d, path, text, len, err, errlen);
   if (rc == KA_OK) {
