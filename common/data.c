@@ -3,7 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 uint64_t ka_mix64(uint64_t a, uint64_t b) {
   uint64_t z = a + 0x9e3779b97f4a7c15ULL * (b + 1);
@@ -29,7 +31,9 @@ uint64_t ka_rng_next(ka_rng *r) {
   return res;
 }
 
-double ka_rng_uniform(ka_rng *r) { return (double)(ka_rng_next(r) >> 11) * 0x1.0p-53; }
+double ka_rng_uniform(ka_rng *r) {
+  return (double)(ka_rng_next(r) >> 11) * 0x1.0p-53;
+}
 
 uint16_t ka_f32_to_bf16(float f) {
   uint32_t u;
@@ -48,27 +52,51 @@ float ka_bf16_to_f32(uint16_t h) {
 
 static void store(ka_dtype dt, void *buf, int64_t i, double v) {
   switch (dt) {
-    case KA_DT_F32: ((float *)buf)[i] = (float)v; break;
-    case KA_DT_F64: ((double *)buf)[i] = v; break;
-    case KA_DT_F16: ((_Float16 *)buf)[i] = (_Float16)v; break;
-    case KA_DT_BF16: ((uint16_t *)buf)[i] = ka_f32_to_bf16((float)v); break;
-    case KA_DT_I8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case KA_DT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case KA_DT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case KA_DT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case KA_DT_F32:
+      ((float *)buf)[i] = (float)v;
+      break;
+    case KA_DT_F64:
+      ((double *)buf)[i] = v;
+      break;
+    case KA_DT_F16:
+      ((_Float16 *)buf)[i] = (_Float16)v;
+      break;
+    case KA_DT_BF16:
+      ((uint16_t *)buf)[i] = ka_f32_to_bf16((float)v);
+      break;
+    case KA_DT_I8:
+      ((int8_t *)buf)[i] = (int8_t)v;
+      break;
+    case KA_DT_U8:
+      ((uint8_t *)buf)[i] = (uint8_t)v;
+      break;
+    case KA_DT_I32:
+      ((int32_t *)buf)[i] = (int32_t)v;
+      break;
+    case KA_DT_I64:
+      ((int64_t *)buf)[i] = (int64_t)v;
+      break;
   }
 }
 
 double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
   switch (dt) {
-    case KA_DT_F32: return ((const float *)buf)[i];
-    case KA_DT_F64: return ((const double *)buf)[i];
-    case KA_DT_F16: return (double)((const _Float16 *)buf)[i];
-    case KA_DT_BF16: return ka_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case KA_DT_I8: return ((const int8_t *)buf)[i];
-    case KA_DT_U8: return ((const uint8_t *)buf)[i];
-    case KA_DT_I32: return ((const int32_t *)buf)[i];
-    case KA_DT_I64: return (double)((const int64_t *)buf)[i];
+    case KA_DT_F32:
+      return ((const float *)buf)[i];
+    case KA_DT_F64:
+      return ((const double *)buf)[i];
+    case KA_DT_F16:
+      return (double)((const _Float16 *)buf)[i];
+    case KA_DT_BF16:
+      return ka_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case KA_DT_I8:
+      return ((const int8_t *)buf)[i];
+    case KA_DT_U8:
+      return ((const uint8_t *)buf)[i];
+    case KA_DT_I32:
+      return ((const int32_t *)buf)[i];
+    case KA_DT_I64:
+      return (double)((const int64_t *)buf)[i];
   }
   return NAN;
 }
@@ -121,13 +149,15 @@ void ka_fill_poison(ka_dtype dt, void *buf, int64_t elems, uint64_t seed) {
         memcpy(b + i * 2, &u, 2);
         break;
       }
-      default: memcpy(b + (size_t)i * es, &x, es); break;
+      default:
+        memcpy(b + (size_t)i * es, &x, es);
+        break;
     }
   }
 }
 
-int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems,
-                       double atol, double rtol, ka_compare *res) {
+int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
+                       double rtol, ka_compare *res) {
   memset(res, 0, sizeof *res);
   res->first_bad = -1;
   res->elements = elems;

@@ -49,7 +49,7 @@ typedef struct ka_compare {
  * the tensor's magnitude, so a near-zero output cannot pass a large-valued reference and
  * tolerances mean the same at any magnitude. NaN or Inf where the reference is finite
  * fails. Returns 1 if every element passes. */
-int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems,
-                       double atol, double rtol, ka_compare *res);
+int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
+                       double rtol, ka_compare *res);
 
 #endif

@@ -85,8 +85,7 @@ static int64_t ex_primary(ex_parser *ps) {
     ps->p++;
   } else if (isdigit((unsigned char)*ps->p)) {
     while (isdigit((unsigned char)*ps->p)) {
-      if (__builtin_mul_overflow(v, 10, &v) ||
-          __builtin_add_overflow(v, *ps->p - '0', &v))
+      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, *ps->p - '0', &v))
         return ex_fail(ps, KA_ERANGE, "integer too large");
       ps->p++;
     }
@@ -178,8 +177,7 @@ static int64_t ex_expr(ex_parser *ps) {
   }
 }
 
-int ka_expr_eval(const char *text, const ka_vars *vars, int64_t *out, char *err,
-                 size_t errlen) {
+int ka_expr_eval(const char *text, const ka_vars *vars, int64_t *out, char *err, size_t errlen) {
   if (!text || strlen(text) > KA_EXPR_MAX_LEN)
     return ka_seterr(err, errlen, KA_ERANGE, "expression missing or longer than %d bytes",
                      KA_EXPR_MAX_LEN);

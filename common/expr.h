@@ -32,7 +32,6 @@ int ka_vars_get(const ka_vars *v, const char *name, int64_t *value);
 /* Evaluates text. Returns KA_OK and *out, or KA_EPARSE (syntax, unknown name or
  * function), KA_ERANGE (overflow, division by zero, text longer than
  * KA_EXPR_MAX_LEN or nesting deeper than 32) with a message in err. */
-int ka_expr_eval(const char *text, const ka_vars *vars, int64_t *out, char *err,
-                 size_t errlen);
+int ka_expr_eval(const char *text, const ka_vars *vars, int64_t *out, char *err, size_t errlen);
 
 #endif

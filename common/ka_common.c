@@ -166,7 +166,9 @@ void ka_sb_append(ka_sb *sb, const char *s, size_t n) {
   sb->s[sb->len] = 0;
 }
 
-void ka_sb_puts(ka_sb *sb, const char *s) { ka_sb_append(sb, s, strlen(s)); }
+void ka_sb_puts(ka_sb *sb, const char *s) {
+  ka_sb_append(sb, s, strlen(s));
+}
 
 void ka_sb_printf(ka_sb *sb, const char *fmt, ...) {
   char small[512];

@@ -16,23 +16,23 @@
 
 /* X-macro: name, value, text. Codes are negative so that they never collide with
  * sizes or counts returned on success. */
-#define KA_ERR_MAP(X)                                                        \
-  X(KA_OK, 0, "success")                                                     \
-  X(KA_EINVAL, -1, "invalid argument")                                       \
-  X(KA_ENOENT, -2, "not found")                                              \
-  X(KA_ENOMEM, -3, "out of memory")                                          \
-  X(KA_EIO, -4, "input/output error")                                        \
-  X(KA_EPARSE, -5, "parse error")                                            \
-  X(KA_ERANGE, -6, "value out of range")                                     \
-  X(KA_ESTATE, -7, "invalid state")                                          \
-  X(KA_ETIMEDOUT, -8, "timed out")                                           \
-  X(KA_EUNAVAIL, -9, "unavailable")                                          \
-  X(KA_ECOMPILE, -10, "compilation failed")                                  \
-  X(KA_ELAUNCH, -11, "kernel launch failed")                                 \
-  X(KA_EDEVICE, -12, "device error")                                         \
-  X(KA_ESYS, -13, "system call failed")                                      \
-  X(KA_EINTERNAL, -14, "internal error")                                     \
-  X(KA_ETOOBIG, -15, "too large")                                            \
+#define KA_ERR_MAP(X)                        \
+  X(KA_OK, 0, "success")                     \
+  X(KA_EINVAL, -1, "invalid argument")       \
+  X(KA_ENOENT, -2, "not found")              \
+  X(KA_ENOMEM, -3, "out of memory")          \
+  X(KA_EIO, -4, "input/output error")        \
+  X(KA_EPARSE, -5, "parse error")            \
+  X(KA_ERANGE, -6, "value out of range")     \
+  X(KA_ESTATE, -7, "invalid state")          \
+  X(KA_ETIMEDOUT, -8, "timed out")           \
+  X(KA_EUNAVAIL, -9, "unavailable")          \
+  X(KA_ECOMPILE, -10, "compilation failed")  \
+  X(KA_ELAUNCH, -11, "kernel launch failed") \
+  X(KA_EDEVICE, -12, "device error")         \
+  X(KA_ESYS, -13, "system call failed")      \
+  X(KA_EINTERNAL, -14, "internal error")     \
+  X(KA_ETOOBIG, -15, "too large")            \
   X(KA_EOOM, -16, "device out of memory")
 
 typedef enum ka_err {

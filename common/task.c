@@ -33,8 +33,7 @@ static int ty_fail(ty_doc *d, yaml_node_t *n, const char *fmt, const char *what)
 
 static yaml_node_t *ty_get(ty_doc *d, yaml_node_t *map, const char *key) {
   if (!map || map->type != YAML_MAPPING_NODE) return NULL;
-  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-       p++) {
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     yaml_node_t *k = yaml_document_get_node(&d->doc, p->key);
     if (k && k->type == YAML_SCALAR_NODE && !strcmp((char *)k->data.scalar.value, key))
       return yaml_document_get_node(&d->doc, p->value);
@@ -79,8 +78,7 @@ static int ty_i64(ty_doc *d, yaml_node_t *n, int64_t *out) {
 static int ty_seq(ty_doc *d, yaml_node_t *n, yaml_node_t **items, int max) {
   if (!n || n->type != YAML_SEQUENCE_NODE) return -1;
   int k = 0;
-  for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
-       it++) {
+  for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top; it++) {
     if (k == max) {
       ty_fail(d, n, "too many items%s", "");
       return -1;
@@ -123,8 +121,8 @@ static int ty_open(ty_doc *d, const char *file, const char *text, size_t len, ch
   if (!yaml_parser_initialize(&p)) return KA_ENOMEM;
   yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
   if (!yaml_parser_load(&p, &d->doc)) {
-    ka_seterr(err, errlen, KA_EPARSE, "%s:%lu: %s", file,
-              (unsigned long)p.problem_mark.line + 1, p.problem ? p.problem : "YAML error");
+    ka_seterr(err, errlen, KA_EPARSE, "%s:%lu: %s", file, (unsigned long)p.problem_mark.line + 1,
+              p.problem ? p.problem : "YAML error");
     yaml_parser_delete(&p);
     return KA_EPARSE;
   }
@@ -143,13 +141,17 @@ static const struct {
   const char *name;
   size_t size;
 } ka_dtypes[] = {
-    [KA_DT_F32] = {"f32", 4}, [KA_DT_F64] = {"f64", 8}, [KA_DT_F16] = {"f16", 2},
-    [KA_DT_BF16] = {"bf16", 2}, [KA_DT_I8] = {"i8", 1}, [KA_DT_U8] = {"u8", 1},
-    [KA_DT_I32] = {"i32", 4}, [KA_DT_I64] = {"i64", 8},
+    [KA_DT_F32] = {"f32", 4},   [KA_DT_F64] = {"f64", 8}, [KA_DT_F16] = {"f16", 2},
+    [KA_DT_BF16] = {"bf16", 2}, [KA_DT_I8] = {"i8", 1},   [KA_DT_U8] = {"u8", 1},
+    [KA_DT_I32] = {"i32", 4},   [KA_DT_I64] = {"i64", 8},
 };
 
-size_t ka_dtype_size(ka_dtype dt) { return ka_dtypes[dt].size; }
-const char *ka_dtype_name(ka_dtype dt) { return ka_dtypes[dt].name; }
+size_t ka_dtype_size(ka_dtype dt) {
+  return ka_dtypes[dt].size;
+}
+const char *ka_dtype_name(ka_dtype dt) {
+  return ka_dtypes[dt].name;
+}
 int ka_dtype_parse(const char *s, ka_dtype *out) {
   for (size_t i = 0; s && i < sizeof ka_dtypes / sizeof ka_dtypes[0]; i++)
     if (!strcmp(s, ka_dtypes[i].name)) {
@@ -183,8 +185,8 @@ void ka_task_case_vars(const ka_task *t, const ka_case *c, ka_vars *vars) {
   for (int i = 0; i < t->nparams; i++) ka_vars_set(vars, t->params[i].name, c->values[i]);
 }
 
-int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems,
-                         char *err, size_t errlen) {
+int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems, char *err,
+                         size_t errlen) {
   ka_vars v = {0};
   ka_task_case_vars(t, c, &v);
   int64_t n = 1;
@@ -229,8 +231,10 @@ static int task_cases(ty_doc *d, ka_task *t, yaml_node_t *n, int held, int *coun
     ka_case *c = &t->cases[t->ncases + t->nheld];
     memset(c, 0, sizeof *c);
     c->held_out = held;
-    if (held) t->nheld++;
-    else t->ncases++;
+    if (held)
+      t->nheld++;
+    else
+      t->ncases++;
     c->name = ty_str(d, items[i], "name", 1);
     if (d->rc) return d->rc;
     for (int p = 0; p < t->nparams; p++) {
@@ -310,7 +314,8 @@ static int task_parse(ty_doc *d, ka_task *t) {
     free(dt);
     free(role);
     if (bad_dt) return ty_fail(d, items[i], "tensor %s: unknown dtype", ts->name);
-    if (!is_in && !is_out) return ty_fail(d, items[i], "tensor %s: role must be input or output", ts->name);
+    if (!is_in && !is_out)
+      return ty_fail(d, items[i], "tensor %s: role must be input or output", ts->name);
     ts->role = is_in ? KA_ROLE_INPUT : KA_ROLE_OUTPUT;
     ts->ndim = ty_strlist(d, ty_get(d, items[i], "shape"), ts->shape, KA_MAX_DIMS, "shape");
     if (ts->ndim <= 0) {
@@ -359,8 +364,8 @@ static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *ho = ty_get(d, root, "held_out");
   if (ho && task_cases(d, t, ho, 1, &n)) return d->rc ? d->rc : KA_ENOMEM;
 
-  t->neditable = ty_strlist(d, ty_get(d, root, "editable"), t->editable, KA_MAX_EDITABLE,
-                            "editable");
+  t->neditable =
+      ty_strlist(d, ty_get(d, root, "editable"), t->editable, KA_MAX_EDITABLE, "editable");
   if (t->neditable <= 0) {
     t->neditable = 0;
     return ty_fail(d, root, "'editable' must list at least one file%s", "");
@@ -383,8 +388,8 @@ static int task_parse(ty_doc *d, ka_task *t) {
     yaml_node_t *entry = ty_get(d, root, "entry");
     t->entry_symbol = ty_str(d, entry ? entry : root, "symbol", 1);
     if (d->rc) return d->rc;
-    t->nentry_args = ty_strlist(d, ty_get(d, entry, "args"), t->entry_args, KA_MAX_ARGS,
-                                "entry.args");
+    t->nentry_args =
+        ty_strlist(d, ty_get(d, entry, "args"), t->entry_args, KA_MAX_ARGS, "entry.args");
     if (t->nentry_args < 0) {
       t->nentry_args = 0;
       return d->rc;
@@ -491,8 +496,7 @@ static int reg_cmp(const void *a, const void *b) {
   return strcmp((*(ka_task *const *)a)->id, (*(ka_task *const *)b)->id);
 }
 
-int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err,
-                     size_t errlen) {
+int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err, size_t errlen) {
   *out = NULL;
   ka_registry *r = calloc(1, sizeof *r);
   if (!r) return KA_ENOMEM;
@@ -520,15 +524,17 @@ int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *er
       char e2[512];
       int lrc = ka_task_load(tdir, &t, e2, sizeof e2);
       if (lrc) {
-        if (!skip_bad) rc = ka_seterr(err, errlen, lrc, "%s", e2);
-        else fprintf(stderr, "kernelarena: skipping task %s: %s\n", tdir, e2);
+        if (!skip_bad)
+          rc = ka_seterr(err, errlen, lrc, "%s", e2);
+        else
+          fprintf(stderr, "kernelarena: skipping task %s: %s\n", tdir, e2);
         continue;
       }
       char want[PATH_MAX];
       snprintf(want, sizeof want, "%s/%s", f->d_name, e->d_name);
       if (strcmp(want, t->id)) {
-        lrc = ka_seterr(err, errlen, KA_EPARSE, "%s: id '%s' does not match its folder '%s'",
-                        tdir, t->id, want);
+        lrc = ka_seterr(err, errlen, KA_EPARSE, "%s: id '%s' does not match its folder '%s'", tdir,
+                        t->id, want);
         ka_task_free(t);
         if (!skip_bad) rc = lrc;
         continue;
@@ -595,8 +601,7 @@ static int plan_dims(ty_doc *d, yaml_node_t *n, char **dims, const char *what) {
 
 static int plan_parse(ty_doc *d, const ka_task *t, ka_plan *p) {
   yaml_node_t *root = yaml_document_get_root_node(&d->doc);
-  p->nkernels = ty_strlist(d, ty_get(d, root, "kernels"), p->kernels, KA_MAX_LAUNCHES,
-                           "kernels");
+  p->nkernels = ty_strlist(d, ty_get(d, root, "kernels"), p->kernels, KA_MAX_LAUNCHES, "kernels");
   if (p->nkernels <= 0) {
     p->nkernels = 0;
     return ty_fail(d, root, "'kernels' must list the kernel names%s", "");
@@ -634,7 +639,8 @@ static int plan_parse(ty_doc *d, const ka_task *t, ka_plan *p) {
     if (d->rc) return d->rc;
     int known = 0;
     for (int j = 0; j < p->nkernels; j++) known |= !strcmp(p->kernels[j], l->kernel);
-    if (!known) return ty_fail(d, items[i], "launch of '%s', which 'kernels' does not list", l->kernel);
+    if (!known)
+      return ty_fail(d, items[i], "launch of '%s', which 'kernels' does not list", l->kernel);
     if (plan_dims(d, ty_get(d, items[i], "grid"), l->grid, "grid") ||
         plan_dims(d, ty_get(d, items[i], "block"), l->block, "block"))
       return d->rc;

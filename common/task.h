@@ -52,7 +52,7 @@ typedef struct ka_tensor_spec {
   int ndim;
   char *shape[KA_MAX_DIMS]; /* expressions over params */
   ka_dist dist;             /* inputs only */
-  double a, b;              /* normal: mean, std; uniform/randint: low, high (inclusive for randint) */
+  double a, b; /* normal: mean, std; uniform/randint: low, high (inclusive for randint) */
 } ka_tensor_spec;
 
 typedef struct ka_param_spec {
@@ -77,8 +77,8 @@ typedef struct ka_task {
   double atol, rtol; /* |out-ref| <= atol * max|ref| + rtol * |ref| (scale-aware) */
   char *editable[KA_MAX_EDITABLE];
   int neditable;
-  char *source;      /* editable file that is compiled */
-  char *launch_plan; /* rtc: editable launch-plan file; NULL in module mode */
+  char *source;       /* editable file that is compiled */
+  char *launch_plan;  /* rtc: editable launch-plan file; NULL in module mode */
   char *entry_symbol; /* module: C entry point */
   char *entry_args[KA_MAX_ARGS];
   int nentry_args;
@@ -105,8 +105,8 @@ int ka_task_is_editable(const ka_task *t, const char *path);
 void ka_task_case_vars(const ka_task *t, const ka_case *c, ka_vars *vars);
 
 /* Element count of tensor i for case c. Returns KA_OK or an expression error. */
-int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems,
-                         char *err, size_t errlen);
+int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems, char *err,
+                         size_t errlen);
 
 /* A task registry: every task.yaml found under root (recursively, two levels:
  * root/<family>/<name>/task.yaml). Tasks that fail to load are reported in err and
@@ -116,8 +116,7 @@ typedef struct ka_registry {
   ka_task **tasks;
   char *root;
 } ka_registry;
-int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err,
-                     size_t errlen);
+int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err, size_t errlen);
 void ka_registry_free(ka_registry *r);
 const ka_task *ka_registry_find(const ka_registry *r, const char *id);
 
@@ -148,8 +147,8 @@ typedef struct ka_plan {
 
 /* Parses launch-plan YAML text (untrusted: bounded sizes, every name checked against
  * the task). Returns KA_OK or KA_EPARSE with the reason in err. Caller owns *out. */
-int ka_plan_parse(const ka_task *t, const char *yaml, size_t len, ka_plan **out,
-                  char *err, size_t errlen);
+int ka_plan_parse(const ka_task *t, const char *yaml, size_t len, ka_plan **out, char *err,
+                  size_t errlen);
 
 /* The module-mode plan: one launch of entry_symbol with entry_args, grid = block = 1. */
 int ka_plan_from_entry(const ka_task *t, ka_plan **out, char *err, size_t errlen);

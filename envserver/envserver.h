@@ -29,8 +29,8 @@
 #include "task.h"
 
 /* ---- limits (reported by Describe) */
-#define ES_MAX_FILE_BYTES ((size_t)1 << 20)  /* one submitted file, bytes */
-#define ES_MAX_TOTAL_BYTES ((size_t)4 << 20) /* all files of one step, bytes */
+#define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
+#define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off a socket */
 #define ES_MAX_OPEN_EPISODES 100000
 #define ES_MAX_QUEUED_JOBS 65536
@@ -127,14 +127,14 @@ typedef struct es_job {
   uint64_t seed;
   es_fileset files; /* the complete editable set of the candidate */
   es_job_state state;
-  struct es_worker *worker; /* RUNNING: the worker holding it */
+  struct es_worker *worker;          /* RUNNING: the worker holding it */
   double enqueued_at, dispatched_at; /* ka_now_s() */
   struct es_job *prev, *next;        /* queue links while QUEUED */
 } es_job;
 
 typedef struct es_worker {
   char *id;
-  es_pb_device *device; /* owned deep copy of the last poll's device */
+  es_pb_device *device;         /* owned deep copy of the last poll's device */
   double first_seen, last_poll; /* ka_now_s() */
   es_job *job;                  /* the job it holds, or NULL */
   struct es_worker *next;
@@ -164,8 +164,7 @@ es_job *es_jobs_detach(es_jobs *q, es_worker *w);
 int es_task_has_backend(const ka_task *t, const char *backend);
 /* Finds or creates the worker with this id and records the poll: device (deep
  * copied; may be NULL to keep the old one) and last_poll = now. */
-es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device,
-                           double now);
+es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device, double now);
 /* 1 if w counts as live at now: it polled within ES_LIVE_S, or it holds a job and is
  * not yet lost (es_worker_lost). */
 int es_worker_live(const es_worker *w, double now);
@@ -226,7 +225,7 @@ int es_store_close_episode(es_store *st, const char *id, double closed_at, char 
 
 typedef struct es_step_rec {
   const char *episode_id;
-  int step; /* 1-based */
+  int step;          /* 1-based */
   double created_at; /* Unix seconds */
   const es_pb_result *result;
   const es_reward *reward;
@@ -301,8 +300,8 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
  * StepResponse, or an Error if the result is an INFRA_ERROR or could not be recorded
  * (the step is then not counted). Consumes job. *waiter_out receives the client
  * context to answer, or NULL (then *reply is NULL too). */
-void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result,
-                       const char *worker_id, nng_msg **reply, void **waiter_out);
+void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
+                       nng_msg **reply, void **waiter_out);
 
 /* Ends an in-flight step without counting it (mtx held): lost executor, deadline,
  * shutdown. Frees job (which must be in no queue and held by no worker), clears the

@@ -112,10 +112,14 @@ static void ep_join_or(ka_sb *sb, char *const *v, int n) {
 }
 
 static void ep_bytes(ka_sb *sb, int64_t b) {
-  if (b >= (int64_t)1 << 30) ka_sb_printf(sb, "%.1f GiB", (double)b / (1 << 30));
-  else if (b >= (int64_t)1 << 20) ka_sb_printf(sb, "%.1f MiB", (double)b / (1 << 20));
-  else if (b >= 1024) ka_sb_printf(sb, "%.0f KiB", (double)b / 1024);
-  else ka_sb_printf(sb, "%" PRId64 " bytes", b);
+  if (b >= (int64_t)1 << 30)
+    ka_sb_printf(sb, "%.1f GiB", (double)b / (1 << 30));
+  else if (b >= (int64_t)1 << 20)
+    ka_sb_printf(sb, "%.1f MiB", (double)b / (1 << 20));
+  else if (b >= 1024)
+    ka_sb_printf(sb, "%.0f KiB", (double)b / 1024);
+  else
+    ka_sb_printf(sb, "%" PRId64 " bytes", b);
 }
 
 /* Writes data to dir/path through a temporary file and rename(2), so that a reader
@@ -280,8 +284,8 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
       long n = strtol(v, &end, 10);
       if (errno || end == v || *end || n < 1 || n > ES_MAX_STEPS_CAP) {
         es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                       "option max_steps='%s' must be an integer from 1 to %d",
-                       ep_quote(a, v), ES_MAX_STEPS_CAP);
+                       "option max_steps='%s' must be an integer from 1 to %d", ep_quote(a, v),
+                       ES_MAX_STEPS_CAP);
         return;
       }
       max_steps = (int)n;
@@ -335,8 +339,8 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   }
   if (es_random(rnd, sizeof rnd)) goto sysfail;
   char id[20];
-  snprintf(id, sizeof id, "ep-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-           rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+  snprintf(id, sizeof id, "ep-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2], rnd[3],
+           rnd[4], rnd[5], rnd[6], rnd[7]);
 
   /* The workspace: the baseline's editable files and the prompt, nothing else. */
   char ws[PATH_MAX];
@@ -378,8 +382,10 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
     rc = es_store_add_episode(s->store, &rec, err, sizeof err);
   }
   if (rc) {
-    if (rc != KA_ESTATE) ka_rmtree(ws);
-    else snprintf(err, sizeof err, "episode id %s collides with an existing workspace", id);
+    if (rc != KA_ESTATE)
+      ka_rmtree(ws);
+    else
+      snprintf(err, sizeof err, "episode id %s collides with an existing workspace", id);
     es_log(s, "reset %s: %s", t->id, err);
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "reset failed: %s", err);
     es_fileset_free(&files);
@@ -430,8 +436,8 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   return;
 
 sysfail:
-  es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
-                 "getrandom failed: %s", strerror(errno));
+  es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "getrandom failed: %s",
+                 strerror(errno));
 }
 
 /* ---- Step */
@@ -499,8 +505,8 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
     size_t len = rq->files[i]->content.len;
     if (len > ES_MAX_FILE_BYTES) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 0,
-                     "file '%s' is %zu bytes; the limit is %zu bytes per file",
-                     rq->files[i]->path, len, ES_MAX_FILE_BYTES);
+                     "file '%s' is %zu bytes; the limit is %zu bytes per file", rq->files[i]->path,
+                     len, ES_MAX_FILE_BYTES);
       return KA_ETOOBIG;
     }
     total += len;
@@ -520,8 +526,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
   es_fileset set = {0};
   es_fileset_copy(&set, &ep->files);
   for (size_t i = 0; i < rq->n_files; i++)
-    es_fileset_put(&set, rq->files[i]->path, rq->files[i]->content.data,
-                   rq->files[i]->content.len);
+    es_fileset_put(&set, rq->files[i]->path, rq->files[i]->content.data, rq->files[i]->content.len);
   if (es_fileset_bytes(&set) > ES_MAX_TOTAL_BYTES) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 0,
                    "the editable files would total %zu bytes; the limit is %zu bytes",
@@ -566,8 +571,8 @@ static void ep_step_response(es_arena *a, es_pb_response *resp, const es_episode
     if (!r->cases[i]->held_out) ob->cases[ob->n_cases++] = r->cases[i];
   ob->device = r->device;
   ob->telemetry = r->telemetry;
-  ob->message = note ? es_arena_printf(a, "%s%s%s", r->message, *r->message ? "; " : "", note)
-                     : r->message;
+  ob->message =
+      note ? es_arena_printf(a, "%s%s%s", r->message, *r->message ? "; " : "", note) : r->message;
   sr->observation = ob;
   sr->reward = rw->reward;
   sr->n_reward_components = (size_t)rw->n;
@@ -591,8 +596,8 @@ static void ep_step_response(es_arena *a, es_pb_response *resp, const es_episode
   resp->step = sr;
 }
 
-void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result,
-                       const char *worker_id, nng_msg **reply, void **waiter_out) {
+void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
+                       nng_msg **reply, void **waiter_out) {
   *reply = NULL;
   *waiter_out = NULL;
   es_reward rw;
@@ -600,10 +605,10 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result,
   int counted = 0;
   int rc = es_reward_compute(result, &rw);
   if (rc) {
-    snprintf(err, sizeof err, "the executor could not evaluate step %d (%s): %s", job->step,
-             result->status == KERNELARENA__V1__STATUS__INFRA_ERROR ? "INFRA_ERROR"
-                                                                     : "no valid status",
-             *result->message ? result->message : "no message");
+    snprintf(
+        err, sizeof err, "the executor could not evaluate step %d (%s): %s", job->step,
+        result->status == KERNELARENA__V1__STATUS__INFRA_ERROR ? "INFRA_ERROR" : "no valid status",
+        *result->message ? result->message : "no message");
   } else {
     es_step_rec rec = {.episode_id = job->ep->id,
                        .step = job->step,
@@ -657,8 +662,8 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result,
   }
   pthread_mutex_unlock(&s->mtx);
   if (counted)
-    es_log(s, "episode %s step %d: status %d reward %.3f", ep->id, job->step,
-           (int)result->status, rw.reward);
+    es_log(s, "episode %s step %d: status %d reward %.3f", ep->id, job->step, (int)result->status,
+           rw.reward);
   es_arena_free(&a);
   es_reward_free(&rw);
   es_job_free(job);

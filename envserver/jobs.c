@@ -37,17 +37,23 @@ void es_jobs_enqueue(es_jobs *q, es_job *job) {
   job->state = ES_JOB_QUEUED;
   job->next = NULL;
   job->prev = q->tail;
-  if (q->tail) q->tail->next = job;
-  else q->head = job;
+  if (q->tail)
+    q->tail->next = job;
+  else
+    q->head = job;
   q->tail = job;
   q->nqueued++;
 }
 
 void es_jobs_unqueue(es_jobs *q, es_job *job) {
-  if (job->prev) job->prev->next = job->next;
-  else q->head = job->next;
-  if (job->next) job->next->prev = job->prev;
-  else q->tail = job->prev;
+  if (job->prev)
+    job->prev->next = job->next;
+  else
+    q->head = job->next;
+  if (job->next)
+    job->next->prev = job->prev;
+  else
+    q->tail = job->prev;
   job->prev = job->next = NULL;
   q->nqueued--;
 }
@@ -82,8 +88,7 @@ es_job *es_jobs_detach(es_jobs *q, es_worker *w) {
   return j;
 }
 
-es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device,
-                           double now) {
+es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device, double now) {
   es_worker *w = q->workers;
   while (w && strcmp(w->id, id)) w = w->next;
   if (!w) {

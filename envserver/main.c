@@ -46,12 +46,15 @@ static int main_int(const char *opt, const char *v, int lo, int hi, int *out) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"listen", required_argument, NULL, 'l'},   {"exec-listen", required_argument, NULL, 'e'},
-      {"tasks", required_argument, NULL, 't'},    {"state", required_argument, NULL, 's'},
-      {"contexts", required_argument, NULL, 'c'}, {"max-steps", required_argument, NULL, 'm'},
-      {"quiet", no_argument, NULL, 'q'},          {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+  static const struct option opts[] = {{"listen", required_argument, NULL, 'l'},
+                                       {"exec-listen", required_argument, NULL, 'e'},
+                                       {"tasks", required_argument, NULL, 't'},
+                                       {"state", required_argument, NULL, 's'},
+                                       {"contexts", required_argument, NULL, 'c'},
+                                       {"max-steps", required_argument, NULL, 'm'},
+                                       {"quiet", no_argument, NULL, 'q'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
   es_server s;
   memset(&s, 0, sizeof s);
   const char *listen = NULL, *exec = NULL, *tasks = "./tasks", *state = "./var";
@@ -60,19 +63,33 @@ int main(int argc, char **argv) {
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
-    case 'l': listen = optarg; break;
-    case 'e': exec = optarg; break;
-    case 't': tasks = optarg; break;
-    case 's': state = optarg; break;
-    case 'c':
-      if (main_int("--contexts", optarg, 1, 4096, &s.cfg.contexts)) return 2;
-      break;
-    case 'm':
-      if (main_int("--max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps)) return 2;
-      break;
-    case 'q': s.cfg.quiet = 1; break;
-    case 'h': main_usage(stdout); return 0;
-    default: main_usage(stderr); return 2;
+      case 'l':
+        listen = optarg;
+        break;
+      case 'e':
+        exec = optarg;
+        break;
+      case 't':
+        tasks = optarg;
+        break;
+      case 's':
+        state = optarg;
+        break;
+      case 'c':
+        if (main_int("--contexts", optarg, 1, 4096, &s.cfg.contexts)) return 2;
+        break;
+      case 'm':
+        if (main_int("--max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps)) return 2;
+        break;
+      case 'q':
+        s.cfg.quiet = 1;
+        break;
+      case 'h':
+        main_usage(stdout);
+        return 0;
+      default:
+        main_usage(stderr);
+        return 2;
     }
   }
   if (optind < argc) {

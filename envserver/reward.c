@@ -32,19 +32,19 @@ int es_reward_compute(const es_pb_result *r, es_reward *out) {
   memset(out, 0, sizeof *out);
   int compiled, correct;
   switch (r->status) {
-  case KERNELARENA__V1__STATUS__COMPILE_ERROR:
-    compiled = 0, correct = 0, out->reward = 0.0;
-    break;
-  case KERNELARENA__V1__STATUS__INCORRECT:
-  case KERNELARENA__V1__STATUS__RUNTIME_ERROR:
-  case KERNELARENA__V1__STATUS__TIMEOUT:
-    compiled = 1, correct = 0, out->reward = 20.0;
-    break;
-  case KERNELARENA__V1__STATUS__OK:
-    compiled = 1, correct = 1;
-    break;
-  default: /* INFRA_ERROR, STATUS_UNSPECIFIED or a status this server does not know */
-    return KA_EINVAL;
+    case KERNELARENA__V1__STATUS__COMPILE_ERROR:
+      compiled = 0, correct = 0, out->reward = 0.0;
+      break;
+    case KERNELARENA__V1__STATUS__INCORRECT:
+    case KERNELARENA__V1__STATUS__RUNTIME_ERROR:
+    case KERNELARENA__V1__STATUS__TIMEOUT:
+      compiled = 1, correct = 0, out->reward = 20.0;
+      break;
+    case KERNELARENA__V1__STATUS__OK:
+      compiled = 1, correct = 1;
+      break;
+    default: /* INFRA_ERROR, STATUS_UNSPECIFIED or a status this server does not know */
+      return KA_EINVAL;
   }
   /* A speedup that is not a positive finite number scores as none at all. */
   double geo = r->geomean_speedup;

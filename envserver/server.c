@@ -196,7 +196,8 @@ void es_fileset_put(es_fileset *fs, const char *path, const void *data, size_t l
 }
 
 void es_fileset_copy(es_fileset *dst, const es_fileset *src) {
-  for (int i = 0; i < src->n; i++) es_fileset_put(dst, src->v[i].path, src->v[i].data, src->v[i].len);
+  for (int i = 0; i < src->n; i++)
+    es_fileset_put(dst, src->v[i].path, src->v[i].data, src->v[i].len);
 }
 
 void es_fileset_free(es_fileset *fs) {
@@ -282,11 +283,11 @@ typedef struct srv_ctx {
   nng_ctx ctx;
   nng_aio *aio;
   srv_state state;
-  uint64_t request_id; /* PARKED: the parked request's id */
-  double deadline;     /* PARKED: ka_now_s() at which to answer anyway; 0 none */
-  es_episode *ep;      /* client PARKED: the episode whose step it waits for */
-  es_worker *worker;   /* exec PARKED: the polling worker */
-  struct srv_ctx *pprev, *pnext;     /* park list */
+  uint64_t request_id;           /* PARKED: the parked request's id */
+  double deadline;               /* PARKED: ka_now_s() at which to answer anyway; 0 none */
+  es_episode *ep;                /* client PARKED: the episode whose step it waits for */
+  es_worker *worker;             /* exec PARKED: the polling worker */
+  struct srv_ctx *pprev, *pnext; /* park list */
   struct srv_ctx *all_next, *idle_next;
 } srv_ctx;
 
@@ -389,8 +390,10 @@ static void srv_park(srv_ctx *c, double deadline) {
   c->deadline = deadline;
   c->pnext = NULL;
   c->pprev = sk->park_tail;
-  if (sk->park_tail) sk->park_tail->pnext = c;
-  else sk->park_head = c;
+  if (sk->park_tail)
+    sk->park_tail->pnext = c;
+  else
+    sk->park_head = c;
   sk->park_tail = c;
   pthread_cond_signal(&sk->s->net->cond);
 }
@@ -398,10 +401,14 @@ static void srv_park(srv_ctx *c, double deadline) {
 /* Takes a parked context off its park list and marks it answering (mtx held). */
 static void srv_unpark(srv_ctx *c) {
   srv_sock *sk = c->sk;
-  if (c->pprev) c->pprev->pnext = c->pnext;
-  else sk->park_head = c->pnext;
-  if (c->pnext) c->pnext->pprev = c->pprev;
-  else sk->park_tail = c->pprev;
+  if (c->pprev)
+    c->pprev->pnext = c->pnext;
+  else
+    sk->park_head = c->pnext;
+  if (c->pnext)
+    c->pnext->pprev = c->pprev;
+  else
+    sk->park_tail = c->pprev;
   c->pprev = c->pnext = NULL;
   c->state = SRV_SEND;
   c->ep = NULL;
@@ -592,33 +599,33 @@ static void srv_client_request(srv_ctx *c, nng_msg *m) {
   } else {
     resp.request_id = rq->request_id;
     switch (rq->body_case) {
-    case KERNELARENA__V1__REQUEST__BODY_DESCRIBE:
-      srv_describe(s, &a, &resp);
-      break;
-    case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
-      srv_list_tasks(s, &a, &resp);
-      break;
-    case KERNELARENA__V1__REQUEST__BODY_RESET:
-      es_ep_reset(s, rq->reset, &a, &resp);
-      break;
-    case KERNELARENA__V1__REQUEST__BODY_STEP:
-      parked = srv_step(c, rq, &a, &resp, &out);
-      break;
-    case KERNELARENA__V1__REQUEST__BODY_CLOSE:
-      es_ep_close(s, rq->close, &a, &resp);
-      break;
-    case KERNELARENA__V1__REQUEST__BODY_HEALTH:
-      srv_health(s, &a, &resp);
-      break;
-    default:
-      if (rq->base.n_unknown_fields)
-        es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                       "unknown method (field %u); this server speaks %s",
-                       rq->base.unknown_fields[0].tag, KA_PROTOCOL_VERSION);
-      else
-        es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__MALFORMED, 0,
-                       "the request names no method");
-      break;
+      case KERNELARENA__V1__REQUEST__BODY_DESCRIBE:
+        srv_describe(s, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
+        srv_list_tasks(s, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_RESET:
+        es_ep_reset(s, rq->reset, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_STEP:
+        parked = srv_step(c, rq, &a, &resp, &out);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_CLOSE:
+        es_ep_close(s, rq->close, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_HEALTH:
+        srv_health(s, &a, &resp);
+        break;
+      default:
+        if (rq->base.n_unknown_fields)
+          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
+                         "unknown method (field %u); this server speaks %s",
+                         rq->base.unknown_fields[0].tag, KA_PROTOCOL_VERSION);
+        else
+          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__MALFORMED, 0,
+                         "the request names no method");
+        break;
     }
   }
   nng_msg_free(m);
@@ -657,9 +664,13 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
       rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_POLL ? rq->poll : NULL;
   const char *bad = NULL;
   Kernelarena__V1__ErrorCode bad_code = KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT;
-  if (!rq) bad = "the message is not a valid kernelarena.v1 ExecRequest", bad_code = KERNELARENA__V1__ERROR_CODE__MALFORMED;
-  else if (!poll) bad = "the request holds no poll";
-  else if (!srv_worker_id_ok(poll->worker_id)) bad = "worker_id must be 1 to 256 printable bytes";
+  if (!rq)
+    bad = "the message is not a valid kernelarena.v1 ExecRequest",
+    bad_code = KERNELARENA__V1__ERROR_CODE__MALFORMED;
+  else if (!poll)
+    bad = "the request holds no poll";
+  else if (!srv_worker_id_ok(poll->worker_id))
+    bad = "worker_id must be 1 to 256 printable bytes";
   else if (!poll->device || !poll->device->backend || !*poll->device->backend)
     bad = "the poll must carry the worker's device with its backend";
   if (bad) {
@@ -759,8 +770,10 @@ static void srv_cb(void *arg) {
 
   if (st == SRV_RECV && rv == 0) {
     nng_msg *m = nng_aio_get_msg(c->aio);
-    if (sk->kind == SRV_CLIENT) srv_client_request(c, m);
-    else srv_exec_request(c, m);
+    if (sk->kind == SRV_CLIENT)
+      srv_client_request(c, m);
+    else
+      srv_exec_request(c, m);
     return;
   }
   if (st == SRV_SEND && rv != 0) nng_msg_free(nng_aio_get_msg(c->aio));
@@ -814,8 +827,10 @@ static void *srv_timer_main(void *arg) {
         c->deadline = 0;
         continue;
       }
-      if (job->state == ES_JOB_QUEUED) es_jobs_unqueue(&s->jobs, job);
-      else es_jobs_detach(&s->jobs, job->worker);
+      if (job->state == ES_JOB_QUEUED)
+        es_jobs_unqueue(&s->jobs, job);
+      else
+        es_jobs_detach(&s->jobs, job->worker);
       int step = job->step;
       char epid[32];
       snprintf(epid, sizeof epid, "%s", job->ep->id);
@@ -875,8 +890,7 @@ static int srv_sock_open(es_server *s, srv_sock *sk, srv_kind kind, const char *
   sk->opened = 1;
   rv = nng_socket_set_size(sk->sock, NNG_OPT_RECVMAXSZ, ES_RECV_MAX_BYTES);
   if (rv == 0) rv = nng_listen(sk->sock, url, NULL, 0);
-  if (rv)
-    return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
   return KA_OK;
 }
 
@@ -891,8 +905,7 @@ int es_server_start(es_server *s, char *err, size_t errlen) {
   pthread_condattr_destroy(&ca);
   int rc = srv_sock_open(s, &n->exec, SRV_EXEC, s->cfg.exec_url, s->cfg.contexts, err, errlen);
   if (rc == KA_OK)
-    rc = srv_sock_open(s, &n->client, SRV_CLIENT, s->cfg.listen_url, s->cfg.contexts, err,
-                       errlen);
+    rc = srv_sock_open(s, &n->client, SRV_CLIENT, s->cfg.listen_url, s->cfg.contexts, err, errlen);
   if (rc == KA_OK && pthread_create(&n->timer, NULL, srv_timer_main, s) != 0)
     rc = ka_seterr(err, errlen, KA_ESYS, "cannot start the timer thread");
   else if (rc == KA_OK)
@@ -905,7 +918,8 @@ int es_server_start(es_server *s, char *err, size_t errlen) {
   int started = n->client.nrecv == s->cfg.contexts && n->exec.nrecv == s->cfg.contexts;
   pthread_mutex_unlock(&s->mtx);
   srv_out_flush(&out);
-  if (!started) return ka_seterr(err, errlen, KA_EIO, "cannot open %d nng contexts", s->cfg.contexts);
+  if (!started)
+    return ka_seterr(err, errlen, KA_EIO, "cannot open %d nng contexts", s->cfg.contexts);
   return KA_OK;
 }
 

@@ -96,23 +96,29 @@ static const char *const store_sql[STORE_NSTMT] = {
     [STORE_BEGIN] = "BEGIN IMMEDIATE",
     [STORE_COMMIT] = "COMMIT",
     [STORE_ROLLBACK] = "ROLLBACK",
-    [STORE_RUN] = "INSERT INTO runs(id, label, created_at) VALUES(?1, ?2, ?3) "
-                  "ON CONFLICT(id) DO UPDATE SET label = excluded.label "
-                  "WHERE excluded.label <> ''",
-    [STORE_EPISODE] = "INSERT INTO episodes(id, run_id, task_id, task_version, seed, "
-                      "max_steps, created_at, workspace) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+    [STORE_RUN] =
+        "INSERT INTO runs(id, label, created_at) VALUES(?1, ?2, ?3) "
+        "ON CONFLICT(id) DO UPDATE SET label = excluded.label "
+        "WHERE excluded.label <> ''",
+    [STORE_EPISODE] =
+        "INSERT INTO episodes(id, run_id, task_id, task_version, seed, "
+        "max_steps, created_at, workspace) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
     [STORE_CLOSE] = "UPDATE episodes SET closed_at = ?2 WHERE id = ?1 AND closed_at IS NULL",
     [STORE_BLOB] = "INSERT OR IGNORE INTO blobs(sha256, size, content) VALUES(?1, ?2, ?3)",
-    [STORE_STEP] = "INSERT INTO steps(episode_id, step, created_at, status, reward, "
-                   "geomean_speedup, compile_log, runtime_log, message, wall_s, worker_id, "
-                   "device_name, result_pb) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
-    [STORE_STEP_FILE] = "INSERT OR REPLACE INTO step_files(episode_id, step, path, sha256) "
-                        "VALUES(?1,?2,?3,?4)",
-    [STORE_STEP_COMPONENT] = "INSERT OR REPLACE INTO step_components(episode_id, step, key, "
-                             "value) VALUES(?1,?2,?3,?4)",
-    [STORE_STEP_CASE] = "INSERT OR REPLACE INTO step_cases(episode_id, step, name, correct, "
-                        "max_abs_err, max_rel_err, baseline_ms, candidate_ms, speedup) "
-                        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [STORE_STEP] =
+        "INSERT INTO steps(episode_id, step, created_at, status, reward, "
+        "geomean_speedup, compile_log, runtime_log, message, wall_s, worker_id, "
+        "device_name, result_pb) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+    [STORE_STEP_FILE] =
+        "INSERT OR REPLACE INTO step_files(episode_id, step, path, sha256) "
+        "VALUES(?1,?2,?3,?4)",
+    [STORE_STEP_COMPONENT] =
+        "INSERT OR REPLACE INTO step_components(episode_id, step, key, "
+        "value) VALUES(?1,?2,?3,?4)",
+    [STORE_STEP_CASE] =
+        "INSERT OR REPLACE INTO step_cases(episode_id, step, name, correct, "
+        "max_abs_err, max_rel_err, baseline_ms, candidate_ms, speedup) "
+        "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
 };
 
 struct es_store {
@@ -138,8 +144,10 @@ static int store_run(sqlite3_stmt *stmt) {
 
 /* Binds a double; NaN (which sqlite would store as NULL anyway) is bound as NULL. */
 static void store_real(sqlite3_stmt *s, int i, double v) {
-  if (isnan(v)) sqlite3_bind_null(s, i);
-  else sqlite3_bind_double(s, i, v);
+  if (isnan(v))
+    sqlite3_bind_null(s, i);
+  else
+    sqlite3_bind_double(s, i, v);
 }
 
 static void store_text(sqlite3_stmt *s, int i, const char *v) {
@@ -150,9 +158,8 @@ int es_store_open(const char *path, es_store **out, char *err, size_t errlen) {
   *out = NULL;
   es_store *st = es_xcalloc(1, sizeof *st);
   pthread_mutex_init(&st->mtx, NULL);
-  int rc = sqlite3_open_v2(path, &st->db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                           NULL);
+  int rc = sqlite3_open_v2(
+      path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
   if (rc != SQLITE_OK) {
     rc = ka_seterr(err, errlen, KA_EIO, "trace store %s: %s", path,
                    st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
@@ -188,8 +195,8 @@ int es_store_open(const char *path, es_store **out, char *err, size_t errlen) {
   rc = KA_OK;
   if (have > STORE_SCHEMA_VERSION) {
     rc = ka_seterr(err, errlen, KA_EIO,
-                   "trace store %s: schema version %d is newer than this server's %d", path,
-                   have, STORE_SCHEMA_VERSION);
+                   "trace store %s: schema version %d is newer than this server's %d", path, have,
+                   STORE_SCHEMA_VERSION);
   } else if (have < 0) {
     char ins[96];
     snprintf(ins, sizeof ins, "INSERT INTO schema_version(version) VALUES(%d)",

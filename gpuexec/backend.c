@@ -25,7 +25,8 @@ const ka_backend_ops *ka_backend_load(const char *name, char *err, size_t errlen
   }
   char dir[PATH_MAX], path[PATH_MAX + 64];
   const char *env = getenv("KA_BACKEND_PATH");
-  if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+  if (env && *env)
+    snprintf(dir, sizeof dir, "%s", env);
   else if (ka_exe_dir(dir, sizeof dir)) {
     ka_seterr(err, errlen, KA_ESYS, "cannot find the executable's folder");
     return NULL;
@@ -39,9 +40,8 @@ const ka_backend_ops *ka_backend_load(const char *name, char *err, size_t errlen
   ka_backend_get_fn get = (ka_backend_get_fn)dlsym(h, KA_BACKEND_GET_SYMBOL);
   const ka_backend_ops *ops = get ? get(KA_BACKEND_API_VERSION) : NULL;
   if (!ops || ops->api_version != KA_BACKEND_API_VERSION) {
-    ka_seterr(err, errlen, KA_EUNAVAIL,
-              "backend module %s does not serve backend API version %d", path,
-              KA_BACKEND_API_VERSION);
+    ka_seterr(err, errlen, KA_EUNAVAIL, "backend module %s does not serve backend API version %d",
+              path, KA_BACKEND_API_VERSION);
     dlclose(h);
     return NULL;
   }

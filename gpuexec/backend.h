@@ -73,14 +73,14 @@ typedef struct ka_source {
 } ka_source;
 
 typedef struct ka_compile_req {
-  const char *language;          /* "cuda", "hip" or "c" */
-  const ka_source *sources;      /* sources[0] is compiled; the rest are includable */
+  const char *language;     /* "cuda", "hip" or "c" */
+  const ka_source *sources; /* sources[0] is compiled; the rest are includable */
   int nsources;
-  const char *const *kernels;    /* symbols that must resolve after loading */
+  const char *const *kernels; /* symbols that must resolve after loading */
   int nkernels;
-  const char *arch;              /* NULL: the context's device; required when ctx NULL */
-  const char *workdir;           /* private scratch directory for temporary files */
-  double timeout_s;              /* external compilers are killed after this */
+  const char *arch;    /* NULL: the context's device; required when ctx NULL */
+  const char *workdir; /* private scratch directory for temporary files */
+  double timeout_s;    /* external compilers are killed after this */
 } ka_compile_req;
 
 typedef struct ka_backend_ctx ka_backend_ctx; /* backend-owned, opaque */
@@ -103,8 +103,8 @@ typedef struct ka_backend_ops {
    * *out then stays NULL). *log (may be NULL) receives the compiler's log, malloc'd,
    * owned by the caller, also on failure. Returns KA_ECOMPILE for a submission's
    * compile error, other codes for infrastructure faults. */
-  int (*compile)(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out,
-                 char **log, char *err, size_t errlen);
+  int (*compile)(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out, char **log,
+                 char *err, size_t errlen);
   void (*module_free)(ka_backend_ctx *ctx, ka_module *m);
 
   int (*mem_alloc)(ka_backend_ctx *ctx, size_t bytes, ka_devptr *out); /* KA_EOOM */

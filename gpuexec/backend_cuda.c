@@ -44,63 +44,67 @@
 #define CUDA_FLUSH_FALLBACK ((size_t)64 << 20)
 
 /* ---- driver API table. X(field, exported symbol, required) */
-#define CUDA_DRIVER_FNS(X)                                   \
-  X(Init, cuInit, 1)                                         \
-  X(DriverGetVersion, cuDriverGetVersion, 1)                 \
-  X(GetErrorName, cuGetErrorName, 1)                         \
-  X(GetErrorString, cuGetErrorString, 1)                     \
-  X(DeviceGetCount, cuDeviceGetCount, 1)                     \
-  X(DeviceGet, cuDeviceGet, 1)                               \
-  X(DeviceGetName, cuDeviceGetName, 1)                       \
-  X(DeviceGetAttribute, cuDeviceGetAttribute, 1)             \
-  X(DeviceTotalMem, cuDeviceTotalMem_v2, 1)                  \
-  X(DeviceGetPCIBusId, cuDeviceGetPCIBusId, 1)               \
-  X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 1)     \
-  X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 1) \
-  X(CtxSetCurrent, cuCtxSetCurrent, 1)                       \
-  X(CtxSynchronize, cuCtxSynchronize, 1)                     \
+#define CUDA_DRIVER_FNS(X)                                     \
+  X(Init, cuInit, 1)                                           \
+  X(DriverGetVersion, cuDriverGetVersion, 1)                   \
+  X(GetErrorName, cuGetErrorName, 1)                           \
+  X(GetErrorString, cuGetErrorString, 1)                       \
+  X(DeviceGetCount, cuDeviceGetCount, 1)                       \
+  X(DeviceGet, cuDeviceGet, 1)                                 \
+  X(DeviceGetName, cuDeviceGetName, 1)                         \
+  X(DeviceGetAttribute, cuDeviceGetAttribute, 1)               \
+  X(DeviceTotalMem, cuDeviceTotalMem_v2, 1)                    \
+  X(DeviceGetPCIBusId, cuDeviceGetPCIBusId, 1)                 \
+  X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 1)       \
+  X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 1)  \
+  X(CtxSetCurrent, cuCtxSetCurrent, 1)                         \
+  X(CtxSynchronize, cuCtxSynchronize, 1)                       \
   X(CtxResetPersistingL2Cache, cuCtxResetPersistingL2Cache, 0) \
-  X(StreamCreate, cuStreamCreate, 1)                         \
-  X(StreamDestroy, cuStreamDestroy_v2, 1)                    \
-  X(StreamSynchronize, cuStreamSynchronize, 1)               \
-  X(EventCreate, cuEventCreate, 1)                           \
-  X(EventDestroy, cuEventDestroy_v2, 1)                      \
-  X(EventRecord, cuEventRecord, 1)                           \
-  X(EventSynchronize, cuEventSynchronize, 1)                 \
-  X(EventElapsedTime, cuEventElapsedTime_v2, 0)              \
-  X(MemAlloc, cuMemAlloc_v2, 1)                              \
-  X(MemFree, cuMemFree_v2, 1)                                \
-  X(MemcpyHtoD, cuMemcpyHtoD_v2, 1)                          \
-  X(MemcpyDtoH, cuMemcpyDtoH_v2, 1)                          \
-  X(MemsetD8, cuMemsetD8_v2, 1)                              \
-  X(MemsetD8Async, cuMemsetD8Async, 1)                       \
-  X(ModuleLoadData, cuModuleLoadData, 1)                     \
-  X(ModuleUnload, cuModuleUnload, 1)                         \
-  X(ModuleGetFunction, cuModuleGetFunction, 1)               \
-  X(FuncSetAttribute, cuFuncSetAttribute, 1)                 \
+  X(StreamCreate, cuStreamCreate, 1)                           \
+  X(StreamDestroy, cuStreamDestroy_v2, 1)                      \
+  X(StreamSynchronize, cuStreamSynchronize, 1)                 \
+  X(EventCreate, cuEventCreate, 1)                             \
+  X(EventDestroy, cuEventDestroy_v2, 1)                        \
+  X(EventRecord, cuEventRecord, 1)                             \
+  X(EventSynchronize, cuEventSynchronize, 1)                   \
+  X(EventElapsedTime, cuEventElapsedTime_v2, 0)                \
+  X(MemAlloc, cuMemAlloc_v2, 1)                                \
+  X(MemFree, cuMemFree_v2, 1)                                  \
+  X(MemcpyHtoD, cuMemcpyHtoD_v2, 1)                            \
+  X(MemcpyDtoH, cuMemcpyDtoH_v2, 1)                            \
+  X(MemsetD8, cuMemsetD8_v2, 1)                                \
+  X(MemsetD8Async, cuMemsetD8Async, 1)                         \
+  X(ModuleLoadData, cuModuleLoadData, 1)                       \
+  X(ModuleUnload, cuModuleUnload, 1)                           \
+  X(ModuleGetFunction, cuModuleGetFunction, 1)                 \
+  X(FuncSetAttribute, cuFuncSetAttribute, 1)                   \
   X(LaunchKernel, cuLaunchKernel, 1)
 
-#define CUDA_NVRTC_FNS(X)                            \
-  X(Version, nvrtcVersion, 1)                        \
-  X(GetErrorString, nvrtcGetErrorString, 1)          \
-  X(CreateProgram, nvrtcCreateProgram, 1)            \
-  X(DestroyProgram, nvrtcDestroyProgram, 1)          \
-  X(CompileProgram, nvrtcCompileProgram, 1)          \
-  X(GetProgramLogSize, nvrtcGetProgramLogSize, 1)    \
-  X(GetProgramLog, nvrtcGetProgramLog, 1)            \
-  X(GetCUBINSize, nvrtcGetCUBINSize, 1)              \
+#define CUDA_NVRTC_FNS(X)                         \
+  X(Version, nvrtcVersion, 1)                     \
+  X(GetErrorString, nvrtcGetErrorString, 1)       \
+  X(CreateProgram, nvrtcCreateProgram, 1)         \
+  X(DestroyProgram, nvrtcDestroyProgram, 1)       \
+  X(CompileProgram, nvrtcCompileProgram, 1)       \
+  X(GetProgramLogSize, nvrtcGetProgramLogSize, 1) \
+  X(GetProgramLog, nvrtcGetProgramLog, 1)         \
+  X(GetCUBINSize, nvrtcGetCUBINSize, 1)           \
   X(GetCUBIN, nvrtcGetCUBIN, 1)
 
 #define CUDA_FIELD(field, sym, req) __typeof__(sym) *field;
 static struct {
-  int ok;                        /* library loaded, symbols resolved, cuInit succeeded */
-  char why[512];                 /* reason when !ok */
-  struct { CUDA_DRIVER_FNS(CUDA_FIELD) } f;
+  int ok;        /* library loaded, symbols resolved, cuInit succeeded */
+  char why[512]; /* reason when !ok */
+  struct {
+    CUDA_DRIVER_FNS(CUDA_FIELD)
+  } f;
 } cuda_drv;
 static struct {
   int ok, major, minor;
   char why[1024];
-  struct { CUDA_NVRTC_FNS(CUDA_FIELD) } f;
+  struct {
+    CUDA_NVRTC_FNS(CUDA_FIELD)
+  } f;
 } cuda_rtc;
 #undef CUDA_FIELD
 
@@ -111,16 +115,20 @@ static struct {
  * (NVML_TEMPERATURE_GPU = 0); nvmlDeviceGetPowerUsage reports milliwatts. */
 typedef int cuda_nvmlReturn_t;
 typedef struct cuda_nvmlDevice_st *cuda_nvmlDevice_t;
-enum { CUDA_NVML_SUCCESS = 0, CUDA_NVML_CLOCK_SM = 1, CUDA_NVML_CLOCK_MEM = 2,
-       CUDA_NVML_TEMPERATURE_GPU = 0 };
-#define CUDA_NVML_FNS(X)                                                                 \
-  X(Init_v2, cuda_nvmlReturn_t, (void))                                                  \
-  X(ErrorString, const char *, (cuda_nvmlReturn_t))                                      \
-  X(SystemGetDriverVersion, cuda_nvmlReturn_t, (char *, unsigned))                       \
+enum {
+  CUDA_NVML_SUCCESS = 0,
+  CUDA_NVML_CLOCK_SM = 1,
+  CUDA_NVML_CLOCK_MEM = 2,
+  CUDA_NVML_TEMPERATURE_GPU = 0
+};
+#define CUDA_NVML_FNS(X)                                                                  \
+  X(Init_v2, cuda_nvmlReturn_t, (void))                                                   \
+  X(ErrorString, const char *, (cuda_nvmlReturn_t))                                       \
+  X(SystemGetDriverVersion, cuda_nvmlReturn_t, (char *, unsigned))                        \
   X(DeviceGetHandleByPciBusId_v2, cuda_nvmlReturn_t, (const char *, cuda_nvmlDevice_t *)) \
-  X(DeviceGetName, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, char *, unsigned))             \
-  X(DeviceGetClockInfo, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))         \
-  X(DeviceGetTemperature, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))       \
+  X(DeviceGetName, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, char *, unsigned))              \
+  X(DeviceGetClockInfo, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))          \
+  X(DeviceGetTemperature, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, int, unsigned *))        \
   X(DeviceGetPowerUsage, cuda_nvmlReturn_t, (cuda_nvmlDevice_t, unsigned *))
 #define CUDA_NVML_FIELD(name, ret, args) ret(*name) args;
 static struct {
@@ -171,8 +179,7 @@ struct ka_module {
 static void cuda_names(CUresult rc, const char **name, const char **str) {
   *name = *str = NULL;
   if (cuda_drv.f.GetErrorName && cuda_drv.f.GetErrorName(rc, name) != CUDA_SUCCESS) *name = NULL;
-  if (cuda_drv.f.GetErrorString && cuda_drv.f.GetErrorString(rc, str) != CUDA_SUCCESS)
-    *str = NULL;
+  if (cuda_drv.f.GetErrorString && cuda_drv.f.GetErrorString(rc, str) != CUDA_SUCCESS) *str = NULL;
   if (!*name && rc == CUDA_ERROR_STUB_LIBRARY) {
     *name = "CUDA_ERROR_STUB_LIBRARY";
     *str = "libcuda.so.1 is the toolkit's link stub, not the NVIDIA driver";
@@ -204,19 +211,20 @@ static void cuda_drv_load(void) {
       return;
     }
   }
-#define CUDA_RESOLVE(field, sym, req)                                                \
-  cuda_drv.f.field = (__typeof__(sym) *)dlsym(h, #sym);                              \
-  if (!cuda_drv.f.field && req) {                                                    \
-    snprintf(cuda_drv.why, sizeof cuda_drv.why,                                      \
-             "libcuda.so.1 lacks %s: the NVIDIA driver is too old", #sym);           \
-    dlclose(h);                                                                      \
-    memset(&cuda_drv.f, 0, sizeof cuda_drv.f);                                       \
-    return;                                                                          \
+#define CUDA_RESOLVE(field, sym, req)                                      \
+  cuda_drv.f.field = (__typeof__(sym) *)dlsym(h, #sym);                    \
+  if (!cuda_drv.f.field && req) {                                          \
+    snprintf(cuda_drv.why, sizeof cuda_drv.why,                            \
+             "libcuda.so.1 lacks %s: the NVIDIA driver is too old", #sym); \
+    dlclose(h);                                                            \
+    memset(&cuda_drv.f, 0, sizeof cuda_drv.f);                             \
+    return;                                                                \
   }
   CUDA_DRIVER_FNS(CUDA_RESOLVE)
 #undef CUDA_RESOLVE
   if (!cuda_drv.f.EventElapsedTime) /* drivers before CUDA 12.8: same signature */
-    cuda_drv.f.EventElapsedTime = (__typeof__(cuEventElapsedTime_v2) *)dlsym(h, "cuEventElapsedTime");
+    cuda_drv.f.EventElapsedTime =
+        (__typeof__(cuEventElapsedTime_v2) *)dlsym(h, "cuEventElapsedTime");
   if (!cuda_drv.f.EventElapsedTime) {
     snprintf(cuda_drv.why, sizeof cuda_drv.why, "libcuda.so.1 lacks cuEventElapsedTime");
     dlclose(h);
@@ -227,8 +235,7 @@ static void cuda_drv_load(void) {
   if (rc != CUDA_SUCCESS) {
     const char *name = NULL, *str = NULL;
     cuda_names(rc, &name, &str);
-    snprintf(cuda_drv.why, sizeof cuda_drv.why, "cuInit failed: %s (%d): %s", name, (int)rc,
-             str);
+    snprintf(cuda_drv.why, sizeof cuda_drv.why, "cuInit failed: %s (%d): %s", name, (int)rc, str);
     return; /* the library stays loaded; every op reports why */
   }
   cuda_drv.ok = 1;
@@ -255,13 +262,13 @@ static void cuda_rtc_load(void) {
     return;
   }
   ka_sb_free(&why);
-#define CUDA_RESOLVE(field, sym, req)                                                \
-  cuda_rtc.f.field = (__typeof__(sym) *)dlsym(h, #sym);                              \
-  if (!cuda_rtc.f.field && req) {                                                    \
-    snprintf(cuda_rtc.why, sizeof cuda_rtc.why, "NVRTC library lacks %s", #sym);     \
-    dlclose(h);                                                                      \
-    memset(&cuda_rtc.f, 0, sizeof cuda_rtc.f);                                       \
-    return;                                                                          \
+#define CUDA_RESOLVE(field, sym, req)                                            \
+  cuda_rtc.f.field = (__typeof__(sym) *)dlsym(h, #sym);                          \
+  if (!cuda_rtc.f.field && req) {                                                \
+    snprintf(cuda_rtc.why, sizeof cuda_rtc.why, "NVRTC library lacks %s", #sym); \
+    dlclose(h);                                                                  \
+    memset(&cuda_rtc.f, 0, sizeof cuda_rtc.f);                                   \
+    return;                                                                      \
   }
   CUDA_NVRTC_FNS(CUDA_RESOLVE)
 #undef CUDA_RESOLVE
@@ -277,12 +284,12 @@ static void cuda_nvml_load(void) {
              dlerror());
     return;
   }
-#define CUDA_RESOLVE(name, ret, args)                                                  \
-  cuda_nvml.name = (ret(*) args)dlsym(h, "nvml" #name);                                  \
-  if (!cuda_nvml.name) {                                                                 \
+#define CUDA_RESOLVE(name, ret, args)                                                       \
+  cuda_nvml.name = (ret(*) args)dlsym(h, "nvml" #name);                                     \
+  if (!cuda_nvml.name) {                                                                    \
     snprintf(cuda_nvml.why, sizeof cuda_nvml.why, "libnvidia-ml.so.1 lacks nvml%s", #name); \
-    dlclose(h);                                                                          \
-    return;                                                                              \
+    dlclose(h);                                                                             \
+    return;                                                                                 \
   }
   CUDA_NVML_FNS(CUDA_RESOLVE)
 #undef CUDA_RESOLVE
@@ -399,8 +406,7 @@ static int cuda_seterr(ka_backend_ctx *ctx, int code, const char *fmt, ...) {
 static int cuda_enter(ka_backend_ctx *ctx, const char *op) {
   if (!ctx) return KA_EINVAL;
   CUresult rc = cuda_drv.f.CtxSetCurrent(ctx->cu);
-  if (rc != CUDA_SUCCESS)
-    return cuda_fail(ctx, NULL, 0, rc, KA_EINVAL, "%s: cuCtxSetCurrent", op);
+  if (rc != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, rc, KA_EINVAL, "%s: cuCtxSetCurrent", op);
   return KA_OK;
 }
 
@@ -439,8 +445,8 @@ static int cuda_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
   CUresult cr = cuda_drv.f.DeviceGetCount(&n);
   if (cr != CUDA_SUCCESS) return cuda_fail(NULL, err, errlen, cr, KA_EINVAL, "cuDeviceGetCount");
   if (index < 0 || index >= n)
-    return ka_seterr(err, errlen, KA_EINVAL, "cuda device %d does not exist (%d devices)",
-                     index, n);
+    return ka_seterr(err, errlen, KA_EINVAL, "cuda device %d does not exist (%d devices)", index,
+                     n);
   ka_backend_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
   ctx->index = index;
@@ -507,7 +513,9 @@ static void cuda_close(ka_backend_ctx *ctx) {
 }
 
 /* The text of the context's last error ("" if none). Valid until the next op on ctx. */
-static const char *cuda_last_error(ka_backend_ctx *ctx) { return ctx ? ctx->err : ""; }
+static const char *cuda_last_error(ka_backend_ctx *ctx) {
+  return ctx ? ctx->err : "";
+}
 
 /* Fills *out with the device's properties (see ka_device_info). Bandwidth is the
  * theoretical DRAM bandwidth in GB/s, 2 (double data rate) x memory clock x bus width,
@@ -527,21 +535,24 @@ static int cuda_device_info(ka_backend_ctx *ctx, ka_device_info *out) {
   cr = cuda_drv.f.DeviceTotalMem(&mem, ctx->dev);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuDeviceTotalMem");
   out->memory_bytes = (int64_t)mem;
-  struct { CUdevice_attribute attr; int v; } a[] = {
+  struct {
+    CUdevice_attribute attr;
+    int v;
+  } a[] = {
       {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0},
       {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0},
       {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 0},
       {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0},
       {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0},
-      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0},             /* kHz */
-      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 0},      /* kHz */
+      {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0},              /* kHz */
+      {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, 0},       /* kHz */
       {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 0}, /* bits */
   };
   for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
     cr = cuda_drv.f.DeviceGetAttribute(&a[i].v, a[i].attr, ctx->dev);
     if (cr != CUDA_SUCCESS) {
-      if (i < 5) return cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuDeviceGetAttribute(%d)",
-                                  (int)a[i].attr);
+      if (i < 5)
+        return cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuDeviceGetAttribute(%d)", (int)a[i].attr);
       a[i].v = 0; /* clocks: optional */
     }
   }
@@ -565,8 +576,8 @@ static int cuda_device_info(ka_backend_ctx *ctx, ka_device_info *out) {
 }
 
 /* Telemetry from NVML: device name, SM and memory clocks (MHz), temperature (C), power
- * (W). KA_OK except for a NULL ctx (KA_EINVAL): with no NVML or no handle out->valid is 0; a field NVML cannot
- * read stays 0. Never fails an evaluation. */
+ * (W). KA_OK except for a NULL ctx (KA_EINVAL): with no NVML or no handle out->valid is 0; a field
+ * NVML cannot read stays 0. Never fails an evaluation. */
 static int cuda_telemetry(ka_backend_ctx *ctx, ka_telemetry *out) {
   memset(out, 0, sizeof *out);
   if (!ctx) return KA_EINVAL;
@@ -574,9 +585,8 @@ static int cuda_telemetry(ka_backend_ctx *ctx, ka_telemetry *out) {
   if (!cuda_nvml.ok) return KA_OK;
   if (ctx->nvml_state == 0) {
     ctx->nvml_state = -1;
-    if (ctx->pci_bus_id[0] &&
-        cuda_nvml.DeviceGetHandleByPciBusId_v2(ctx->pci_bus_id, &ctx->nvml_dev) ==
-            CUDA_NVML_SUCCESS)
+    if (ctx->pci_bus_id[0] && cuda_nvml.DeviceGetHandleByPciBusId_v2(
+                                  ctx->pci_bus_id, &ctx->nvml_dev) == CUDA_NVML_SUCCESS)
       ctx->nvml_state = 1;
   }
   if (ctx->nvml_state != 1) return KA_OK;
@@ -687,8 +697,8 @@ static void cuda_module_free(ka_backend_ctx *ctx, ka_module *m);
  * Returns KA_ECOMPILE (compile error, missing kernel, CUBIN the driver rejects),
  * KA_EUNAVAIL (no NVRTC / driver), KA_EINVAL (bad request or arch), KA_EOOM,
  * KA_ENOMEM, KA_EINTERNAL (NVRTC fault). Thread safe for distinct contexts. */
-static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out,
-                        char **log, char *err, size_t errlen) {
+static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out, char **log,
+                        char *err, size_t errlen) {
   char e[CUDA_ERRLEN] = "";
   ka_sb lg = {0};
   int rc = KA_OK;
@@ -752,7 +762,9 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
     hdr[nhdr] = ka_hip_on_cuda_h;
     hdr_names[nhdr++] = "hip/hip_runtime.h";
   }
-  const char *pname = req->sources[0].name ? req->sources[0].name : hip ? "kernel.hip" : "kernel.cu";
+  const char *pname = req->sources[0].name ? req->sources[0].name
+                      : hip                ? "kernel.hip"
+                                           : "kernel.cu";
   nvrtcResult nr = cuda_rtc.f.CreateProgram(&prog, texts[0], pname, nhdr, hdr, hdr_names);
   if (nr != NVRTC_SUCCESS) {
     prog = NULL;
@@ -786,9 +798,9 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
                      arch, first[0] ? ": " : "", first);
     else
       rc = ka_seterr(e, sizeof e,
-                     cr == NVRTC_ERROR_INVALID_OPTION ? KA_EINVAL
+                     cr == NVRTC_ERROR_INVALID_OPTION  ? KA_EINVAL
                      : cr == NVRTC_ERROR_OUT_OF_MEMORY ? KA_ENOMEM
-                                                        : KA_EINTERNAL,
+                                                       : KA_EINTERNAL,
                      "nvrtcCompileProgram(%s, %s): %s%s%s", pname, arch,
                      cuda_rtc.f.GetErrorString(cr), first[0] ? ": " : "", first);
     goto done;
@@ -825,9 +837,10 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
                  k, mangled[0] ? " (found the C++-mangled kernel " : "", mangled,
                  mangled[0] ? ")" : "");
     if (!missing++)
-      rc = ka_seterr(e, sizeof e, KA_ECOMPILE,
-                     "kernel '%s' not found in %s: kernels must be declared extern \"C\" __global__",
-                     k, pname);
+      rc =
+          ka_seterr(e, sizeof e, KA_ECOMPILE,
+                    "kernel '%s' not found in %s: kernels must be declared extern \"C\" __global__",
+                    k, pname);
   }
   if (missing || !ctx) goto done;
 
@@ -857,8 +870,8 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
     cuda_fn *f = &m->fns[m->nfns];
     lr = cuda_drv.f.ModuleGetFunction(&f->fn, m->mod, req->kernels[i]);
     if (lr != CUDA_SUCCESS) {
-      rc = cuda_fail(NULL, e, sizeof e, lr, KA_ECOMPILE, "cuModuleGetFunction(%s)",
-                     req->kernels[i]);
+      rc =
+          cuda_fail(NULL, e, sizeof e, lr, KA_ECOMPILE, "cuModuleGetFunction(%s)", req->kernels[i]);
       if (lr == CUDA_ERROR_NOT_FOUND) rc = KA_ECOMPILE;
       ka_sb_printf(&lg,
                    "error: kernel '%s' was not found in the compiled module: kernels must be "
@@ -976,11 +989,10 @@ static int cuda_memset8(ka_backend_ctx *ctx, ka_devptr dst, uint8_t value, size_
 static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
   int rc = cuda_enter(ctx, "launch");
   if (rc != KA_OK) return rc;
-  if (!m || !l || !l->kernel)
-    return cuda_seterr(ctx, KA_ELAUNCH, "launch: no module or kernel");
+  if (!m || !l || !l->kernel) return cuda_seterr(ctx, KA_ELAUNCH, "launch: no module or kernel");
   if (l->nargs < 0 || l->nargs > CUDA_MAX_ARGS || (l->nargs > 0 && !l->args))
-    return cuda_seterr(ctx, KA_ELAUNCH, "launch %s: %d arguments (at most %d)", l->kernel,
-                       l->nargs, CUDA_MAX_ARGS);
+    return cuda_seterr(ctx, KA_ELAUNCH, "launch %s: %d arguments (at most %d)", l->kernel, l->nargs,
+                       CUDA_MAX_ARGS);
   cuda_fn *f = NULL, tmp = {0};
   for (int i = 0; i < m->nfns && !f; i++)
     if (!strcmp(m->fns[i].name, l->kernel)) f = &m->fns[i];
@@ -1004,23 +1016,33 @@ static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
                        l->shared_bytes);
     f->dyn_smem = l->shared_bytes;
   }
-  union { CUdeviceptr p; int32_t i32; int64_t i64; } vals[CUDA_MAX_ARGS];
+  union {
+    CUdeviceptr p;
+    int32_t i32;
+    int64_t i64;
+  } vals[CUDA_MAX_ARGS];
   void *params[CUDA_MAX_ARGS + 1];
   for (int i = 0; i < l->nargs; i++) {
     switch (l->args[i].kind) {
-      case KA_ARG_PTR: vals[i].p = (CUdeviceptr)l->args[i].v.ptr; break;
-      case KA_ARG_I32: vals[i].i32 = l->args[i].v.i32; break;
-      case KA_ARG_I64: vals[i].i64 = l->args[i].v.i64; break;
+      case KA_ARG_PTR:
+        vals[i].p = (CUdeviceptr)l->args[i].v.ptr;
+        break;
+      case KA_ARG_I32:
+        vals[i].i32 = l->args[i].v.i32;
+        break;
+      case KA_ARG_I64:
+        vals[i].i64 = l->args[i].v.i64;
+        break;
       default:
-        return cuda_seterr(ctx, KA_ELAUNCH, "launch %s: argument %d has unknown kind %d",
-                           l->kernel, i, (int)l->args[i].kind);
+        return cuda_seterr(ctx, KA_ELAUNCH, "launch %s: argument %d has unknown kind %d", l->kernel,
+                           i, (int)l->args[i].kind);
     }
     params[i] = &vals[i];
   }
   params[l->nargs] = NULL;
-  CUresult cr = cuda_drv.f.LaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                        l->block[1], l->block[2], l->shared_bytes, ctx->stream,
-                                        params, NULL);
+  CUresult cr =
+      cuda_drv.f.LaunchKernel(f->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1],
+                              l->block[2], l->shared_bytes, ctx->stream, params, NULL);
   if (cr != CUDA_SUCCESS)
     return cuda_fail(ctx, NULL, 0, cr, KA_ELAUNCH,
                      "cuLaunchKernel(%s, grid %ux%ux%u, block %ux%ux%u, shared %u)", l->kernel,

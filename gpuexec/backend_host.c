@@ -44,8 +44,10 @@ static int64_t host_llc_bytes(void) {
     if (ka_read_file(p, 64, &txt, NULL)) continue;
     char *end;
     long long v = strtoll(txt, &end, 10);
-    if (*end == 'K') v *= 1024;
-    else if (*end == 'M') v *= 1024 * 1024;
+    if (*end == 'K')
+      v *= 1024;
+    else if (*end == 'M')
+      v *= 1024 * 1024;
     free(txt);
     if (v > best) best = v;
   }
@@ -79,7 +81,9 @@ static void host_close(ka_backend_ctx *c) {
   free(c);
 }
 
-static const char *host_last_error(ka_backend_ctx *c) { return c ? c->err : ""; }
+static const char *host_last_error(ka_backend_ctx *c) {
+  return c ? c->err : "";
+}
 
 static int host_device_info(ka_backend_ctx *c, ka_device_info *d) {
   memset(d, 0, sizeof *d);
@@ -168,8 +172,8 @@ static void host_module_free(ka_backend_ctx *c, ka_module *m) {
   free(m);
 }
 
-static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module **out,
-                        char **log, char *err, size_t errlen) {
+static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module **out, char **log,
+                        char *err, size_t errlen) {
   if (out) *out = NULL;
   if (log) *log = NULL;
   if (strcmp(req->language, "c"))
@@ -186,20 +190,25 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   char so[PATH_MAX];
   snprintf(so, sizeof so, "%s/module.so", req->workdir);
   const char *cc = getenv("KA_HOST_CC");
-  char *argv[] = {(char *)(cc && *cc ? cc : "cc"), "-std=gnu11", "-O2", "-shared", "-fPIC",
-                  "-o", so, (char *)req->sources[0].name, "-lm", "-lpthread", NULL};
+  char *argv[] = {
+      (char *)(cc && *cc ? cc : "cc"), "-std=gnu11", "-O2",       "-shared", "-fPIC", "-o", so,
+      (char *)req->sources[0].name,    "-lm",        "-lpthread", NULL};
   char *clog = NULL;
   int rc = host_run_compiler(argv, req->workdir, req->timeout_s > 0 ? req->timeout_s : 60, &clog);
   if (rc == KA_EUNAVAIL) {
     free(clog);
     clog = strdup("C compiler not found (set KA_HOST_CC or install gcc)\n");
-    if (log) *log = clog;
-    else free(clog);
+    if (log)
+      *log = clog;
+    else
+      free(clog);
     return ka_seterr(err, errlen, KA_EUNAVAIL, "C compiler not found");
   }
   if (rc) {
-    if (log) *log = clog;
-    else free(clog);
+    if (log)
+      *log = clog;
+    else
+      free(clog);
     return ka_seterr(err, errlen, rc == KA_ETIMEDOUT ? KA_ECOMPILE : rc, "compilation failed");
   }
   ka_module *m = calloc(1, sizeof *m);
@@ -227,8 +236,10 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
       }
     }
   }
-  if (log) *log = ka_sb_take(&sb);
-  else ka_sb_free(&sb);
+  if (log)
+    *log = ka_sb_take(&sb);
+  else
+    ka_sb_free(&sb);
   if (rc || !out) {
     host_module_free(c, m);
     return rc ? ka_seterr(err, errlen, rc, "compilation failed") : KA_OK;
@@ -247,7 +258,9 @@ static int host_mem_alloc(ka_backend_ctx *c, size_t bytes, ka_devptr *out) {
   return KA_OK;
 }
 
-static void host_mem_free(ka_backend_ctx *c, ka_devptr p) { free((void *)(uintptr_t)p); }
+static void host_mem_free(ka_backend_ctx *c, ka_devptr p) {
+  free((void *)(uintptr_t)p);
+}
 
 static int host_copy_to_device(ka_backend_ctx *c, ka_devptr dst, const void *src, size_t n) {
   memcpy((void *)(uintptr_t)dst, src, n);
@@ -302,7 +315,9 @@ static int host_launch(ka_backend_ctx *c, ka_module *m, const ka_launch *l) {
   return KA_OK;
 }
 
-static int host_synchronize(ka_backend_ctx *c) { return KA_OK; }
+static int host_synchronize(ka_backend_ctx *c) {
+  return KA_OK;
+}
 
 static int host_flush_cache(ka_backend_ctx *c) {
   /* Write then read every line so that dirty lines of the timed data are evicted. */
@@ -347,4 +362,6 @@ static const ka_backend_ops host_ops = {
     .timer_stop = host_timer_stop,
 };
 
-const ka_backend_ops *ka_backend_host(void) { return &host_ops; }
+const ka_backend_ops *ka_backend_host(void) {
+  return &host_ops;
+}

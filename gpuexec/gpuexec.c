@@ -32,7 +32,9 @@ typedef struct gx_worker {
 
 static atomic_int gx_stop;
 
-static void gx_on_signal(int sig) { atomic_store(&gx_stop, sig); }
+static void gx_on_signal(int sig) {
+  atomic_store(&gx_stop, sig);
+}
 
 /* Runs `ka-runner --discover backend` and decodes the devices it lists. */
 static int gx_discover(const char *runner, const char *backend,
@@ -65,7 +67,8 @@ static int gx_discover(const char *runner, const char *backend,
     rc = ka_seterr(err, errlen, KA_EUNAVAIL, "device discovery failed: %s", e.s ? e.s : "");
   } else {
     *out = kernelarena__v1__describe_response__unpack(NULL, o.len, (uint8_t *)(o.s ? o.s : ""));
-    if (!*out) rc = ka_seterr(err, errlen, KA_EPARSE, "bad discovery output");
+    if (!*out)
+      rc = ka_seterr(err, errlen, KA_EPARSE, "bad discovery output");
     else if ((*out)->n_devices == 0)
       ka_seterr(err, errlen, KA_OK, "%s", e.s ? e.s : "no devices");
   }
@@ -121,15 +124,17 @@ static void *gx_worker_main(void *arg) {
     kernelarena__v1__exec_request__pack(&req, nng_msg_body(msg));
     if ((rv = nng_sendmsg(sock, msg, 0)) != 0) {
       nng_msg_free(msg);
-      if (!warned++) fprintf(stderr, "gpuexec: %s: cannot reach %s (%s); retrying\n", w->id,
-                             w->cfg->server_url, nng_strerror(rv));
+      if (!warned++)
+        fprintf(stderr, "gpuexec: %s: cannot reach %s (%s); retrying\n", w->id, w->cfg->server_url,
+                nng_strerror(rv));
       sleep(1);
       continue;
     }
     nng_msg *reply;
     if ((rv = nng_recvmsg(sock, &reply, 0)) != 0) {
-      if (!warned++) fprintf(stderr, "gpuexec: %s: no answer from %s (%s); retrying\n", w->id,
-                             w->cfg->server_url, nng_strerror(rv));
+      if (!warned++)
+        fprintf(stderr, "gpuexec: %s: no answer from %s (%s); retrying\n", w->id,
+                w->cfg->server_url, nng_strerror(rv));
       continue;
     }
     if (warned) fprintf(stderr, "gpuexec: %s: connected to %s\n", w->id, w->cfg->server_url);
@@ -194,13 +199,27 @@ int main(int argc, char **argv) {
   int verbose = 0, c;
   while ((c = getopt_long(argc, argv, "s:t:b:c:vh", opts, NULL)) != -1) {
     switch (c) {
-      case 's': server = optarg; break;
-      case 't': tasks_dir = optarg; break;
-      case 'b': backends = optarg; break;
-      case 'c': cache = optarg; break;
-      case 'v': verbose = 1; break;
-      case 'h': gx_usage(stdout); return 0;
-      default: gx_usage(stderr); return 2;
+      case 's':
+        server = optarg;
+        break;
+      case 't':
+        tasks_dir = optarg;
+        break;
+      case 'b':
+        backends = optarg;
+        break;
+      case 'c':
+        cache = optarg;
+        break;
+      case 'v':
+        verbose = 1;
+        break;
+      case 'h':
+        gx_usage(stdout);
+        return 0;
+      default:
+        gx_usage(stderr);
+        return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);

@@ -15,14 +15,14 @@ typedef void (*ka_reference_fn)(void *const *tensors, const int64_t *params);
 /* Compiles task->dir/reference.c with the system C compiler (once per task version,
  * cached in cache_dir) and returns its entry point. Thread safe. Returns KA_OK,
  * KA_ECOMPILE (compiler output in err) or KA_ENOENT (symbol missing). */
-int ka_reference_get(const ka_task *task, const char *cache_dir, ka_reference_fn *fn,
-                     char *err, size_t errlen);
+int ka_reference_get(const ka_task *task, const char *cache_dir, ka_reference_fn *fn, char *err,
+                     size_t errlen);
 
 typedef struct ka_exec_config {
-  const char *server_url;   /* executor URL of the envserver */
-  const char *runner_path;  /* ka-runner executable */
-  const char *cache_dir;    /* compiled references */
-  const char *tmp_dir;      /* parent of per-evaluation private directories */
+  const char *server_url;  /* executor URL of the envserver */
+  const char *runner_path; /* ka-runner executable */
+  const char *cache_dir;   /* compiled references */
+  const char *tmp_dir;     /* parent of per-evaluation private directories */
   const ka_registry *tasks;
   int verbose;
 } ka_exec_config;

@@ -51,8 +51,8 @@ static int ref_compile(const char *src, const char *so, char *err, size_t errlen
   return KA_OK;
 }
 
-int ka_reference_get(const ka_task *task, const char *cache_dir, ka_reference_fn *fn,
-                     char *err, size_t errlen) {
+int ka_reference_get(const ka_task *task, const char *cache_dir, ka_reference_fn *fn, char *err,
+                     size_t errlen) {
   char key[160];
   snprintf(key, sizeof key, "%s@%s", task->id, task->version);
   pthread_mutex_lock(&ref_mu);

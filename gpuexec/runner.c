@@ -179,8 +179,8 @@ static int rn_sources(const ka_task *t, const Kernelarena__V1__RunnerJob *job, i
 
 /* Compiles one implementation. Returns KA_OK, KA_ECOMPILE (log filled) or another
  * error for infrastructure faults. */
-static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int baseline,
-                    rn_impl *impl, char **log, char *err, size_t errlen) {
+static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int baseline, rn_impl *impl,
+                    char **log, char *err, size_t errlen) {
   const ka_task *t = s->task;
   ka_source src[KA_MAX_EDITABLE];
   char *owned[KA_MAX_EDITABLE] = {0};
@@ -254,8 +254,8 @@ static int rn_resolve(rn_state *s, const ka_case *c, const rn_case_bufs *b, int 
     int rc = ka_expr_eval(pl->shared_bytes, &v, &x, err, errlen);
     if (rc) return rc;
     if (x < 0 || (s->dev.shared_bytes_per_block > 0 && x > s->dev.shared_bytes_per_block))
-      return ka_seterr(err, errlen, KA_ERANGE, "launch %d (%s): shared_bytes %lld out of range",
-                       i, pl->kernel, (long long)x);
+      return ka_seterr(err, errlen, KA_ERANGE, "launch %d (%s): shared_bytes %lld out of range", i,
+                       pl->kernel, (long long)x);
     l->shared_bytes = (unsigned)x;
     for (int a = 0; a < pl->nargs; a++) {
       const char *name = pl->args[a];
@@ -286,8 +286,8 @@ static int rn_resolve(rn_state *s, const ka_case *c, const rn_case_bufs *b, int 
 }
 
 /* Zeroes scratch buffers, then enqueues every launch of an implementation. */
-static int rn_run_impl(rn_state *s, rn_impl *im, int which, rn_case_bufs *b,
-                       const ka_launch *ls, int n) {
+static int rn_run_impl(rn_state *s, rn_impl *im, int which, rn_case_bufs *b, const ka_launch *ls,
+                       int n) {
   for (int k = 0; k < im->plan->nscratch; k++) {
     int rc = s->be->memset8(s->ctx, b->scratch[which][k], 0, b->scratch_bytes[which][k]);
     if (rc) return rc;
@@ -356,8 +356,8 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
     rc = s->be->mem_alloc(s->ctx, b.bytes[i], &b.tensors[i]);
     if (rc) {
       *status = rn_status_of(rc);
-      ka_seterr(err, errlen, rc, "allocating %s (%zu bytes): %s", t->tensors[i].name,
-                b.bytes[i], rn_be_err(s));
+      ka_seterr(err, errlen, rc, "allocating %s (%zu bytes): %s", t->tensors[i].name, b.bytes[i],
+                rn_be_err(s));
       break;
     }
     if (t->tensors[i].role == KA_ROLE_INPUT) {
@@ -553,7 +553,8 @@ int main(int argc, char **argv) {
     rc = rn_build(&s, job, 1, &impl[0], &blog, err, sizeof err);
     if (rc) {
       char tmp[RN_ERRLEN];
-      snprintf(tmp, sizeof tmp, "the task's baseline failed to build (%s): %s", ka_strerror(rc), err);
+      snprintf(tmp, sizeof tmp, "the task's baseline failed to build (%s): %s", ka_strerror(rc),
+               err);
       snprintf(err, sizeof err, "%s", tmp);
       if (blog) ka_sb_printf(&s.log, "baseline build log:\n%s\n", blog);
       rc = KA_EINTERNAL;

@@ -23,10 +23,10 @@
 #define WK_MAX_CASES 64
 
 typedef struct wk_tensor {
-  int fd;        /* memfd shared with the runner, -1 if none */
-  void *map;     /* our mapping of fd */
-  void *priv;    /* inputs: private copy the reference reads */
-  double *ref;   /* outputs: reference values */
+  int fd;      /* memfd shared with the runner, -1 if none */
+  void *map;   /* our mapping of fd */
+  void *priv;  /* inputs: private copy the reference reads */
+  double *ref; /* outputs: reference values */
   size_t bytes;
   int64_t elems;
 } wk_tensor;
@@ -36,7 +36,9 @@ typedef struct wk_case {
   wk_tensor t[KA_MAX_TENSORS];
 } wk_case;
 
-static char *wk_strdup(const char *s) { return strdup(s ? s : ""); }
+static char *wk_strdup(const char *s) {
+  return strdup(s ? s : "");
+}
 
 /* Frees a string field of a message: protobuf-c's INIT macros point unset strings at
  * a shared constant, which must not be freed. */
@@ -78,8 +80,8 @@ void ka_result_clear(Kernelarena__V1__Result *res) {
   kernelarena__v1__result__init(res);
 }
 
-static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, const char *fmt,
-                    ...) __attribute__((format(printf, 3, 4)));
+static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, const char *fmt,
                     ...) {
   char buf[2048];
@@ -104,8 +106,8 @@ static void wk_free_cases(const ka_task *t, wk_case *cs, int n) {
 }
 
 /* Allocates shared inputs/outputs of one case and fills the inputs from the seed. */
-static int wk_prepare_case(const ka_task *t, wk_case *wc, int case_index, uint64_t seed,
-                           char *err, size_t errlen) {
+static int wk_prepare_case(const ka_task *t, wk_case *wc, int case_index, uint64_t seed, char *err,
+                           size_t errlen) {
   for (int k = 0; k < t->ntensors; k++) wc->t[k].fd = -1;
   for (int k = 0; k < t->ntensors; k++) {
     wk_tensor *x = &wc->t[k];
@@ -148,8 +150,9 @@ static void wk_reference(const ka_task *t, ka_reference_fn fn, wk_case *wc) {
 
 /* The runner's environment: nothing of ours beyond what compilers and drivers need. */
 static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir) {
-  static const char *keep[] = {"PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "KA_HOST_CC",
-                               "KA_BACKEND_PATH", "CUDA_VISIBLE_DEVICES", NULL};
+  static const char *keep[] = {"PATH",       "LD_LIBRARY_PATH", "CUDA_HOME",
+                               "KA_HOST_CC", "KA_BACKEND_PATH", "CUDA_VISIBLE_DEVICES",
+                               NULL};
   int n = 0;
   size_t used = 0;
   for (int i = 0; keep[i] && n < max - 4; i++) {
@@ -247,8 +250,8 @@ static int wk_spawn(const ka_exec_config *cfg, const char *workdir, const int *s
 }
 
 /* Writes the job, then collects result and stderr until both close or the deadline. */
-static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double deadline,
-                      ka_sb *result, ka_sb *log, int *status) {
+static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double deadline, ka_sb *result,
+                      ka_sb *log, int *status) {
   size_t off = 0;
   int timed_out = 0;
   int open_out = 1, open_err = 1;
@@ -279,8 +282,10 @@ static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double dead
     char buf[65536];
     if (ir >= 0 && p[ir].revents) {
       ssize_t n = read(ch->out_fd, buf, sizeof buf);
-      if (n > 0 && result->len < KA_RUNNER_MAX_JOB_BYTES) ka_sb_append(result, buf, (size_t)n);
-      else if (n == 0 || (n < 0 && errno != EINTR)) open_out = 0;
+      if (n > 0 && result->len < KA_RUNNER_MAX_JOB_BYTES)
+        ka_sb_append(result, buf, (size_t)n);
+      else if (n == 0 || (n < 0 && errno != EINTR))
+        open_out = 0;
     }
     if (ie >= 0 && p[ie].revents) {
       ssize_t n = read(ch->err_fd, buf, sizeof buf);
@@ -339,7 +344,8 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
       if (cmp.max_rel_err > cr->max_rel_err) cr->max_rel_err = cmp.max_rel_err;
       if (!ok) {
         cr->correct = 0;
-        ka_sb_printf(&msg, "%s: %lld of %lld elements differ; first at [%lld]: got %.9g, expected %.9g",
+        ka_sb_printf(&msg,
+                     "%s: %lld of %lld elements differ; first at [%lld]: got %.9g, expected %.9g",
                      t->tensors[k].name, (long long)cmp.mismatches, (long long)cmp.elements,
                      (long long)cmp.first_bad, cmp.first_out, cmp.first_ref);
         if (cmp.nonfinite) ka_sb_printf(&msg, " (%lld NaN/Inf)", (long long)cmp.nonfinite);

@@ -13,12 +13,12 @@
 #include "task.h"
 
 static int failures;
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                            \
-    }                                                                        \
+      failures++;                                                              \
+    }                                                                          \
   } while (0)
 
 static int64_t ev(const char *s, int *rc) {
@@ -86,8 +86,8 @@ static void test_data(void) {
   ka_fill_input(&spec, a, N, 42, 0, 0);
   ka_fill_input(&spec, b, N, 42, 0, 0);
   ka_fill_input(&spec, c, N, 43, 0, 0);
-  CHECK(memcmp(a, b, N * 4) == 0);  /* deterministic */
-  CHECK(memcmp(a, c, N * 4) != 0);  /* depends on the seed */
+  CHECK(memcmp(a, b, N * 4) == 0); /* deterministic */
+  CHECK(memcmp(a, c, N * 4) != 0); /* depends on the seed */
   double mean = 0, var = 0;
   for (int i = 0; i < N; i++) mean += a[i];
   mean /= N;
@@ -164,10 +164,12 @@ static void test_tasks(const char *root) {
       CHECK(!strcmp(p->launches[0].grid[1], "1"));
       ka_plan_free(p);
     }
-    const char *bad_kernel = "kernels: [k]\nlaunches:\n  - {kernel: other, grid: [1], block: [1]}\n";
+    const char *bad_kernel =
+        "kernels: [k]\nlaunches:\n  - {kernel: other, grid: [1], block: [1]}\n";
     CHECK(ka_plan_parse(g, bad_kernel, strlen(bad_kernel), &p, err, sizeof err) == KA_EPARSE);
     CHECK(strstr(err, "other") != NULL);
-    const char *bad_arg = "kernels: [k]\nlaunches:\n  - {kernel: k, grid: [1], block: [1], args: [secret]}\n";
+    const char *bad_arg =
+        "kernels: [k]\nlaunches:\n  - {kernel: k, grid: [1], block: [1], args: [secret]}\n";
     CHECK(ka_plan_parse(g, bad_arg, strlen(bad_arg), &p, err, sizeof err) == KA_EPARSE);
     CHECK(strstr(err, "secret") != NULL);
     const char *not_yaml = "kernels: [k\n";

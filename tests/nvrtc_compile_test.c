@@ -16,7 +16,9 @@
 #include "task.h"
 
 /* backend.c refers to the built-in host backend, which this test does not build in. */
-const ka_backend_ops *ka_backend_host(void) { return NULL; }
+const ka_backend_ops *ka_backend_host(void) {
+  return NULL;
+}
 
 static int nfail, npass;
 
@@ -30,18 +32,25 @@ static void check(int ok, const char *name, const char *fmt, ...) {
   printf("\n");
   va_end(ap);
   fflush(stdout);
-  if (ok) npass++;
-  else nfail++;
+  if (ok)
+    npass++;
+  else
+    nfail++;
 }
 
 /* Compiles one source (plus optional headers) compile-only for arch; returns the rc,
  * *log (caller frees) and err. */
 static int compile1(const ka_backend_ops *be, const char *lang, const char *arch,
-                    const ka_source *src, int nsrc, const char *const *kernels, int nk,
-                    char **log, char *err, size_t errlen) {
-  ka_compile_req req = {.language = lang, .sources = src, .nsources = nsrc,
-                        .kernels = kernels, .nkernels = nk, .arch = arch,
-                        .workdir = "/tmp", .timeout_s = 60};
+                    const ka_source *src, int nsrc, const char *const *kernels, int nk, char **log,
+                    char *err, size_t errlen) {
+  ka_compile_req req = {.language = lang,
+                        .sources = src,
+                        .nsources = nsrc,
+                        .kernels = kernels,
+                        .nkernels = nk,
+                        .arch = arch,
+                        .workdir = "/tmp",
+                        .timeout_s = 60};
   ka_module *m = (ka_module *)&req; /* must be reset to NULL */
   err[0] = '\0';
   int rc = be->compile(NULL, &req, &m, log, err, errlen);
@@ -72,8 +81,8 @@ static void check_tasks(const ka_backend_ops *be, const char *root) {
   ka_registry *reg = NULL;
   char err[1024] = "";
   int rc = ka_registry_load(root, 0, &reg, err, sizeof err);
-  check(rc == KA_OK, "registry", "%s: %d tasks%s%s", root, reg ? reg->ntasks : 0,
-        rc ? ": " : "", rc ? err : "");
+  check(rc == KA_OK, "registry", "%s: %d tasks%s%s", root, reg ? reg->ntasks : 0, rc ? ": " : "",
+        rc ? err : "");
   if (rc) return;
   int ngpu = 0;
   for (int i = 0; i < reg->ntasks; i++) {
@@ -160,8 +169,8 @@ static void check_errors(const ka_backend_ops *be) {
   /* kernel without extern "C": C++-mangled, named in the log */
   ka_source mangled = src_of("mangled.cu", "__global__ void k(float *y) { y[0] = 1.0f; }\n");
   rc = compile1(be, "cuda", "sm_90", &mangled, 1, k_one, 1, &log, err, sizeof err);
-  check(rc == KA_ECOMPILE && log && strstr(log, "_Z1kPf"), "mangled kernel",
-        "rc=%s log: %s", ka_strerror(rc), last_line(log));
+  check(rc == KA_ECOMPILE && log && strstr(log, "_Z1kPf"), "mangled kernel", "rc=%s log: %s",
+        ka_strerror(rc), last_line(log));
   free(log);
 
   /* success still returns a (possibly empty) malloc'd log */
@@ -183,8 +192,9 @@ static void check_errors(const ka_backend_ops *be) {
 
   /* sources[1..] are in-memory headers under their names */
   ka_source inc[2] = {
-      src_of("main.cu", "#include \"util/scale.h\"\n"
-                        "extern \"C\" __global__ void k(float *y) { y[0] = scale(y[0]); }\n"),
+      src_of("main.cu",
+             "#include \"util/scale.h\"\n"
+             "extern \"C\" __global__ void k(float *y) { y[0] = scale(y[0]); }\n"),
       src_of("util/scale.h", "__device__ inline float scale(float v) { return 2.0f * v; }\n")};
   rc = compile1(be, "cuda", "sm_90", inc, 2, k_one, 1, &log, err, sizeof err);
   check(rc == KA_OK, "in-memory include", "rc=%s %s", ka_strerror(rc), rc ? last_line(log) : "");

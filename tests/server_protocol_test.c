@@ -51,9 +51,9 @@ static void cleanup(void) {
   } while (0)
 
 static const char *code_name(int c) {
-  static const char *n[] = {"UNSPECIFIED", "INVALID_ARGUMENT", "NOT_FOUND",
-                            "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED", "UNAVAILABLE",
-                            "DEADLINE_EXCEEDED", "INTERNAL", "MALFORMED", "CAPACITY"};
+  static const char *n[] = {
+      "UNSPECIFIED", "INVALID_ARGUMENT",  "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
+      "UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL",  "MALFORMED",           "CAPACITY"};
   return c >= 0 && c < 10 ? n[c] : "?";
 }
 
@@ -116,7 +116,9 @@ static void expect_error(Resp *r, int code, int line) {
 }
 #define EXPECT_ERROR(r, code) expect_error((r), KERNELARENA__V1__ERROR_CODE__##code, __LINE__)
 
-static void free_resp(Resp *r) { kernelarena__v1__response__free_unpacked(r, NULL); }
+static void free_resp(Resp *r) {
+  kernelarena__v1__response__free_unpacked(r, NULL);
+}
 
 /* ---- requests */
 
@@ -133,8 +135,8 @@ static Resp *do_health(nng_socket s) {
   return r;
 }
 
-static Resp *do_reset(nng_socket s, const char *task, int has_seed, uint64_t seed,
-                      const char *okey, const char *oval) {
+static Resp *do_reset(nng_socket s, const char *task, int has_seed, uint64_t seed, const char *okey,
+                      const char *oval) {
   Req rq = KERNELARENA__V1__REQUEST__INIT;
   Kernelarena__V1__ResetRequest rr = KERNELARENA__V1__RESET_REQUEST__INIT;
   Kernelarena__V1__ResetRequest__OptionsEntry opt =
@@ -157,8 +159,8 @@ static Resp *do_reset(nng_socket s, const char *task, int has_seed, uint64_t see
 
 /* Fills rq (with sr and one file f) for a Step; not sent. */
 static void make_step(Req *rq, Kernelarena__V1__StepRequest *sr, Kernelarena__V1__File *f,
-                      Kernelarena__V1__File **fv, const char *ep, int expected,
-                      const char *path, const void *data, size_t len) {
+                      Kernelarena__V1__File **fv, const char *ep, int expected, const char *path,
+                      const void *data, size_t len) {
   kernelarena__v1__request__init(rq);
   kernelarena__v1__step_request__init(sr);
   kernelarena__v1__file__init(f);
@@ -177,8 +179,8 @@ static void make_step(Req *rq, Kernelarena__V1__StepRequest *sr, Kernelarena__V1
   rq->step = sr;
 }
 
-static void send_step(nng_socket s, const char *ep, int expected, const char *path,
-                      const char *src, uint32_t deadline_ms, uint64_t *rid) {
+static void send_step(nng_socket s, const char *ep, int expected, const char *path, const char *src,
+                      uint32_t deadline_ms, uint64_t *rid) {
   Req rq;
   Kernelarena__V1__StepRequest sr;
   Kernelarena__V1__File f, *fv[1];
@@ -188,8 +190,8 @@ static void send_step(nng_socket s, const char *ep, int expected, const char *pa
   send_pb(s, &rq.base);
 }
 
-static Resp *do_step(nng_socket s, const char *ep, int expected, const char *path,
-                     const void *data, size_t len) {
+static Resp *do_step(nng_socket s, const char *ep, int expected, const char *path, const void *data,
+                     size_t len) {
   Req rq;
   Kernelarena__V1__StepRequest sr;
   Kernelarena__V1__File f, *fv[1];
@@ -303,7 +305,9 @@ static void expect_workspace(const char *ws, const char *gelu) {
   free(cur);
 }
 
-static double now_s(void) { return ka_now_s(); }
+static double now_s(void) {
+  return ka_now_s();
+}
 
 /* A canned Result: OK with the given speedups, or another status. */
 static void make_result(Kernelarena__V1__Result *r, Kernelarena__V1__CaseResult *c,
@@ -419,8 +423,7 @@ int main(int argc, char **argv) {
     rq.body_case = KERNELARENA__V1__REQUEST__BODY_LIST_TASKS;
     rq.list_tasks = &lt;
     r = call(a, &rq);
-    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS, "list body %d",
-          r->body_case);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS, "list body %d", r->body_case);
     int found = 0;
     for (size_t i = 0; i < r->list_tasks->n_tasks; i++) {
       Kernelarena__V1__TaskInfo *ti = r->list_tasks->tasks[i];
@@ -486,9 +489,10 @@ int main(int argc, char **argv) {
   free(ws_prompt);
 
   printf("step refusals change nothing\n");
-  const char *v1 = "/* v1 */\n#include <math.h>\nvoid gelu_forward(const float *x, float *y, "
-                   "long long n) { for (long long i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f "
-                   "+ erff(x[i] * 0.70710678f)); }\n";
+  const char *v1 =
+      "/* v1 */\n#include <math.h>\nvoid gelu_forward(const float *x, float *y, "
+      "long long n) { for (long long i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f "
+      "+ erff(x[i] * 0.70710678f)); }\n";
   r = do_step(a, ep, 0, "other.c", v1, strlen(v1));
   EXPECT_ERROR(r, INVALID_ARGUMENT);
   CHECK(strstr(r->error->message, "other.c") && strstr(r->error->message, "gelu.c"), "%s",
@@ -517,8 +521,8 @@ int main(int argc, char **argv) {
   EXPECT_ERROR(r, FAILED_PRECONDITION);
   free_resp(r);
   {
-    static const unsigned char junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                         0xff, 0xff, 0xff, 0x01, 0x02};
+    static const unsigned char junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                         0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
     send_raw(a, junk, sizeof junk);
     r = recv_resp(a);
     EXPECT_ERROR(r, MALFORMED);
@@ -602,7 +606,8 @@ int main(int argc, char **argv) {
         "observation");
   CHECK(st->observation->n_files == 1 && st->observation->files[0]->content.len == strlen(v1),
         "observation files");
-  CHECK(!strcmp(sinfo(st, "job_id"), want_id) && !strcmp(sinfo(st, "worker_id"), "test-host/1/host:0"),
+  CHECK(!strcmp(sinfo(st, "job_id"), want_id) &&
+            !strcmp(sinfo(st, "worker_id"), "test-host/1/host:0"),
         "step info");
   free_resp(r);
   exec_expect_empty(e);
@@ -756,12 +761,13 @@ int main(int argc, char **argv) {
   sqlite3 *sq;
   CHECK(sqlite3_open_v2(db, &sq, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK, "open %s", db);
   sqlite3_stmt *q;
-#define QUERY(sql)                                                                   \
-  CHECK(sqlite3_prepare_v2(sq, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql,       \
-        sqlite3_errmsg(sq));                                                         \
+#define QUERY(sql)                                                             \
+  CHECK(sqlite3_prepare_v2(sq, sql, -1, &q, NULL) == SQLITE_OK, "%s: %s", sql, \
+        sqlite3_errmsg(sq));                                                   \
   sqlite3_bind_text(q, 1, epid, -1, SQLITE_STATIC)
-  QUERY("SELECT step, status, reward, geomean_speedup, worker_id, device_name, result_pb "
-        "FROM steps WHERE episode_id = ?1 ORDER BY step");
+  QUERY(
+      "SELECT step, status, reward, geomean_speedup, worker_id, device_name, result_pb "
+      "FROM steps WHERE episode_id = ?1 ORDER BY step");
   CHECK(sqlite3_step(q) == SQLITE_ROW, "step 1 row");
   CHECK(sqlite3_column_int(q, 0) == 1 && sqlite3_column_int(q, 1) == 1 &&
             sqlite3_column_double(q, 2) == 245.0 && sqlite3_column_double(q, 3) == 1.25 &&
@@ -783,8 +789,9 @@ int main(int argc, char **argv) {
 
   char hex[65];
   ka_sha256_hex(v1, strlen(v1), hex);
-  QUERY("SELECT f.path, f.sha256, b.size, b.content FROM step_files f JOIN blobs b "
-        "ON b.sha256 = f.sha256 WHERE f.episode_id = ?1 AND f.step = 1");
+  QUERY(
+      "SELECT f.path, f.sha256, b.size, b.content FROM step_files f JOIN blobs b "
+      "ON b.sha256 = f.sha256 WHERE f.episode_id = ?1 AND f.step = 1");
   CHECK(sqlite3_step(q) == SQLITE_ROW, "step_files row");
   CHECK(!strcmp((const char *)sqlite3_column_text(q, 0), "gelu.c") &&
             !strcmp((const char *)sqlite3_column_text(q, 1), hex) &&
@@ -793,15 +800,17 @@ int main(int argc, char **argv) {
         "step_files / blobs content");
   sqlite3_finalize(q);
 
-  QUERY("SELECT value FROM step_components WHERE episode_id = ?1 AND step = 1 AND "
-        "key = 'speedup/n1M'");
+  QUERY(
+      "SELECT value FROM step_components WHERE episode_id = ?1 AND step = 1 AND "
+      "key = 'speedup/n1M'");
   CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_double(q, 0) == 1.2, "component row");
   sqlite3_finalize(q);
   QUERY("SELECT count(*) FROM step_cases WHERE episode_id = ?1 AND step = 1");
   CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 2, "step_cases rows");
   sqlite3_finalize(q);
-  QUERY("SELECT e.seed, e.closed_at IS NOT NULL, e.run_id, r.label, e.max_steps FROM episodes e "
-        "JOIN runs r ON r.id = e.run_id WHERE e.id = ?1");
+  QUERY(
+      "SELECT e.seed, e.closed_at IS NOT NULL, e.run_id, r.label, e.max_steps FROM episodes e "
+      "JOIN runs r ON r.id = e.run_id WHERE e.id = ?1");
   CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) == 7 &&
             sqlite3_column_int(q, 1) == 1 &&
             !strcmp((const char *)sqlite3_column_text(q, 2), "default") &&

@@ -95,19 +95,24 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
   if (ka_exe_dir(exe, sizeof exe)) return ka_seterr(err, errlen, KA_ESYS, "no exe dir");
   const char *tmp = getenv("TMPDIR");
   snprintf(emb->state, sizeof emb->state, "%s/kernelarena-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(emb->state))
-    return ka_seterr(err, errlen, KA_ESYS, "mkdtemp: %s", strerror(errno));
+  if (!mkdtemp(emb->state)) return ka_seterr(err, errlen, KA_ESYS, "mkdtemp: %s", strerror(errno));
   char srv[PATH_MAX + 16], gx[PATH_MAX + 16], exec_url[320];
   snprintf(srv, sizeof srv, "%s/envserver", exe);
   snprintf(gx, sizeof gx, "%s/gpuexec", exe);
   snprintf(emb->url, sizeof emb->url, "ipc://%s/env.ipc", emb->state);
   snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", emb->state);
-  char *sargv[] = {srv, "--listen", emb->url, "--exec-listen", exec_url, "--tasks",
-                   (char *)o->tasks, "--state", emb->state, "--max-steps", "1000",
-                   NULL};
+  char *sargv[] = {srv,        "--listen",    emb->url,         "--exec-listen",
+                   exec_url,   "--tasks",     (char *)o->tasks, "--state",
+                   emb->state, "--max-steps", "1000",           NULL};
   emb->server_pid = ec_spawn(sargv, !o->verbose);
-  char *gargv[] = {gx, "--server", exec_url, "--tasks", (char *)o->tasks, "--backends",
-                   (char *)(o->backends ? o->backends : "auto"), o->verbose ? "--verbose" : NULL,
+  char *gargv[] = {gx,
+                   "--server",
+                   exec_url,
+                   "--tasks",
+                   (char *)o->tasks,
+                   "--backends",
+                   (char *)(o->backends ? o->backends : "auto"),
+                   o->verbose ? "--verbose" : NULL,
                    NULL};
   emb->exec_pid = ec_spawn(gargv, !o->verbose);
   if (emb->server_pid < 0 || emb->exec_pid < 0) {
@@ -141,7 +146,8 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
     Kernelarena__V1__Response *r;
     char e2[256];
     if (ka_client_call(c, &req, 1000, &r, e2, sizeof e2) == KA_OK) {
-      int ready = r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 0;
+      int ready =
+          r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 0;
       ka_client_free_response(r);
       if (ready) {
         rc = KA_OK;
@@ -246,15 +252,17 @@ static int ec_health(ka_client *c, int timeout_ms) {
     ka_client_free_response(r);
     return 1;
   }
-  printf("ok=%d executors=%d queued=%d running=%d open_episodes=%d uptime_s=%.1f\n",
-         r->health->ok, r->health->executors, r->health->queued_jobs, r->health->running_jobs,
+  printf("ok=%d executors=%d queued=%d running=%d open_episodes=%d uptime_s=%.1f\n", r->health->ok,
+         r->health->executors, r->health->queued_jobs, r->health->running_jobs,
          r->health->open_episodes, r->health->uptime_s);
   ka_client_free_response(r);
   return 0;
 }
 
 static volatile sig_atomic_t ec_interrupted;
-static void ec_on_signal(int sig) { ec_interrupted = sig; }
+static void ec_on_signal(int sig) {
+  ec_interrupted = sig;
+}
 
 int main(int argc, char **argv) {
   if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -281,25 +289,44 @@ int main(int argc, char **argv) {
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     char *end;
     switch (c) {
-      case 's': o.server = optarg; break;
-      case 'T': o.tasks = optarg; break;
-      case 'b': o.backends = optarg; break;
-      case 't': o.task = optarg; break;
-      case 'a': o.agent = optarg; break;
-      case 'w': o.workspace = optarg; break;
-      case 'v': o.verbose = 1; break;
+      case 's':
+        o.server = optarg;
+        break;
+      case 'T':
+        o.tasks = optarg;
+        break;
+      case 'b':
+        o.backends = optarg;
+        break;
+      case 't':
+        o.task = optarg;
+        break;
+      case 'a':
+        o.agent = optarg;
+        break;
+      case 'w':
+        o.workspace = optarg;
+        break;
+      case 'v':
+        o.verbose = 1;
+        break;
       case 'n':
       case 'o':
       case 'A': {
         long v = strtol(optarg, &end, 10);
         if (*end || v < 1) {
           fprintf(stderr, "envctl: --%s needs a positive integer\n",
-                  c == 'n' ? "max-steps" : c == 'o' ? "timeout" : "agent-timeout");
+                  c == 'n'   ? "max-steps"
+                  : c == 'o' ? "timeout"
+                             : "agent-timeout");
           return 2;
         }
-        if (c == 'n') o.max_steps = (int)v;
-        else if (c == 'o') o.timeout_s = (int)v;
-        else o.agent_timeout_s = (int)v;
+        if (c == 'n')
+          o.max_steps = (int)v;
+        else if (c == 'o')
+          o.timeout_s = (int)v;
+        else
+          o.agent_timeout_s = (int)v;
         break;
       }
       case 'S':
@@ -310,8 +337,12 @@ int main(int argc, char **argv) {
         }
         o.has_seed = 1;
         break;
-      case 'h': ec_usage(stdout); return 0;
-      default: ec_usage(stderr); return 2;
+      case 'h':
+        ec_usage(stdout);
+        return 0;
+      default:
+        ec_usage(stderr);
+        return 2;
     }
   }
   if (optind < argc) {
@@ -358,9 +389,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "envctl: %s\n", err);
     rc = 1;
   } else {
-    if (is_tasks) rc = ec_tasks_remote(cl, o.timeout_s * 1000);
-    else if (is_health) rc = ec_health(cl, o.timeout_s * 1000);
-    else rc = ec_episode(cl, &o);
+    if (is_tasks)
+      rc = ec_tasks_remote(cl, o.timeout_s * 1000);
+    else if (is_health)
+      rc = ec_health(cl, o.timeout_s * 1000);
+    else
+      rc = ec_episode(cl, &o);
     ka_client_close(cl);
   }
   if (!o.server) ec_embedded_stop(&emb, 0);

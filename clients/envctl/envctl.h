@@ -11,12 +11,12 @@ typedef struct ec_opts {
   const char *tasks;    /* task folder */
   const char *backends; /* for the embedded gpuexec */
   const char *task;
-  const char *agent;    /* baseline | command:CMD | files:DIR */
+  const char *agent; /* baseline | command:CMD | files:DIR */
   const char *workspace;
   int max_steps;
   int has_seed;
   unsigned long long seed;
-  int timeout_s;        /* per request */
+  int timeout_s; /* per request */
   int agent_timeout_s;
   int verbose;
 } ec_opts;

@@ -103,7 +103,8 @@ static int ec_run_agent(const char *cmd, const char *ws, const char *episode, in
 static void ec_print_obs_device(const Kernelarena__V1__Device *d) {
   if (!d || !d->name) return;
   printf("device: %s (%s, %s", d->name, d->backend, d->arch);
-  if (d->multiprocessors) printf(", %d %s", d->multiprocessors, strcmp(d->backend, "host") ? "SMs" : "cores");
+  if (d->multiprocessors)
+    printf(", %d %s", d->multiprocessors, strcmp(d->backend, "host") ? "SMs" : "cores");
   if (d->warp_size > 1) printf(", warp %d", d->warp_size);
   printf(")\n");
 }
@@ -170,7 +171,8 @@ int ec_episode(ka_client *c, const ec_opts *o) {
   rs.has_seed = o->has_seed;
   char steps_buf[32];
   snprintf(steps_buf, sizeof steps_buf, "%d", o->max_steps);
-  Kernelarena__V1__ResetRequest__OptionsEntry opt = KERNELARENA__V1__RESET_REQUEST__OPTIONS_ENTRY__INIT;
+  Kernelarena__V1__ResetRequest__OptionsEntry opt =
+      KERNELARENA__V1__RESET_REQUEST__OPTIONS_ENTRY__INIT;
   opt.key = "max_steps";
   opt.value = steps_buf;
   Kernelarena__V1__ResetRequest__OptionsEntry *optp = &opt;
@@ -190,7 +192,8 @@ int ec_episode(ka_client *c, const ec_opts *o) {
   }
   Kernelarena__V1__ResetResponse *reset = rr->reset;
   printf("episode %s: task %s, seed %llu, version %s\n", reset->episode_id, o->task,
-         (unsigned long long)reset->seed, ec_info(reset, "task_version") ? ec_info(reset, "task_version") : "?");
+         (unsigned long long)reset->seed,
+         ec_info(reset, "task_version") ? ec_info(reset, "task_version") : "?");
   ec_print_obs_device(reset->observation->device);
   printf("agent: %s; editable files:", o->agent);
   for (size_t i = 0; i < reset->observation->n_files; i++)
@@ -202,7 +205,8 @@ int ec_episode(ka_client *c, const ec_opts *o) {
   char ws[PATH_MAX] = "";
   if (!strncmp(o->agent, "command:", 8)) {
     cmd = o->agent + 8;
-    if (o->workspace) snprintf(ws, sizeof ws, "%s", o->workspace);
+    if (o->workspace)
+      snprintf(ws, sizeof ws, "%s", o->workspace);
     else {
       const char *tmp = getenv("TMPDIR");
       snprintf(ws, sizeof ws, "%s/kernelarena-ws-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -293,7 +297,8 @@ int ec_episode(ka_client *c, const ec_opts *o) {
   Kernelarena__V1__Response *cr;
   if (ka_client_call(c, &creq, timeout_ms, &cr, err, sizeof err) == KA_OK)
     ka_client_free_response(cr);
-  if (exit_code == 0) printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
+  if (exit_code == 0)
+    printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
   ka_client_free_response(rr);
   return exit_code;
 }
