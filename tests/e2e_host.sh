@@ -61,7 +61,7 @@ done
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; if [ \$f = baseline ]; then cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c; else cp $CAND/\$f gelu.c; fi"
 "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 8 \
-  --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
+  --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
 rc=$?
 cat "$WORK/multi.out"
 check "multi-step episode exits 0" [ "$rc" -eq 0 ]

@@ -38,7 +38,8 @@ static void ec_usage(FILE *f) {
           "  --agent AGENT         baseline (default) | files:DIR | command:CMD\n"
           "  --max-steps N         steps in the episode (default 1)\n"
           "  --seed S              episode seed (default: drawn by the server)\n"
-          "  --workspace DIR       where command agents edit files (default: the episode's)\n"
+          "  --workspace DIR       where command agents edit files (default: a new, kept\n"
+          "                        $TMPDIR/kernelarena-ws-XXXXXX)\n"
           "  --timeout S           per-request timeout in seconds (default 900)\n"
           "  --agent-timeout S     per-run limit of a command agent (default 600)\n"
           "  --verbose             show server and executor logs\n");

@@ -131,7 +131,7 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
   const Kernelarena__V1__Observation *o = s->observation;
   int compiled = ec_component(s, "compiled", 0) > 0;
   printf("\nstep %d: status %s, compiled %s, reward %.2f%s%s\n", step, ka_status_name(o->status),
-         compiled ? "yes" : "no", s->reward, s->truncated ? " (truncated)" : "",
+         compiled ? "yes" : "no", s->reward, s->truncated ? " (truncated: step limit reached)" : "",
          s->terminated ? " (terminated)" : "");
   if (o->message && *o->message && o->status != KERNELARENA__V1__STATUS__OK)
     printf("  %s\n", o->message);
@@ -163,6 +163,13 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
 int ec_episode(ka_client *c, const ec_opts *o) {
   char err[1024];
   int timeout_ms = o->timeout_s * 1000;
+  if (!strncmp(o->agent, "files:", 6)) {
+    struct stat st;
+    if (stat(o->agent + 6, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "envctl: --agent files:%s: no such folder\n", o->agent + 6);
+      return 2;
+    }
+  }
   /* reset */
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
   Kernelarena__V1__ResetRequest rs = KERNELARENA__V1__RESET_REQUEST__INIT;
@@ -187,6 +194,9 @@ int ec_episode(ka_client *c, const ec_opts *o) {
   }
   if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
     ec_print_error("reset", rr);
+    if (rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+        rr->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND)
+      fprintf(stderr, "envctl: `envctl tasks` lists the tasks\n");
     ka_client_free_response(rr);
     return 1;
   }
@@ -236,7 +246,11 @@ int ec_episode(ka_client *c, const ec_opts *o) {
     ec_files f = {0};
     if (cmd) {
       int arc = ec_run_agent(cmd, ws, reset->episode_id, step, o->agent_timeout_s);
-      if (arc != 0) fprintf(stderr, "envctl: agent command exited with %d\n", arc);
+      if (arc != 0)
+        fprintf(stderr,
+                "envctl: warning: the agent command exited with %d; submitting what it left in "
+                "the workspace\n",
+                arc);
       if (ec_read_dir(ws, reset->observation, &f)) {
         exit_code = 1;
         break;
