@@ -313,6 +313,27 @@ static void rn_free_bufs(rn_state *s, rn_case_bufs *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* Elements of got that differ from want (both tensor i's dtype) beyond the task's
+ * tolerance, taking want's largest magnitude as the scale (as ka_compare_outputs does
+ * with the reference). NaN matches NaN. */
+static int64_t rn_count_differences(const ka_task *t, int i, const void *want, const void *got,
+                                    int64_t n) {
+  ka_dtype dt = t->tensors[i].dtype;
+  double scale = 0;
+  for (int64_t k = 0; k < n; k++) {
+    double v = fabs(ka_load_double(dt, want, k));
+    if (isfinite(v) && v > scale) scale = v;
+  }
+  if (scale == 0) scale = 1;
+  int64_t bad = 0;
+  for (int64_t k = 0; k < n; k++) {
+    double a = ka_load_double(dt, want, k), g = ka_load_double(dt, got, k);
+    if (isnan(a) && isnan(g)) continue;
+    if (!(fabs(g - a) <= t->atol * scale + t->rtol * fabs(a))) bad++;
+  }
+  return bad;
+}
+
 /* Maps an error of the backend during a candidate run to a status. */
 static int rn_status_of(int rc) {
   return rc == KA_EOOM || rc == KA_EDEVICE || rc == KA_ELAUNCH || rc == KA_ERANGE
@@ -424,6 +445,22 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
   int reps = job->reps > 0 ? job->reps : 20, warm = job->warmup >= 0 ? job->warmup : 3;
   double *ms[2] = {calloc((size_t)reps, sizeof(double)), calloc((size_t)reps, sizeof(double))};
   if (rc == KA_OK && (!ms[0] || !ms[1])) rc = KA_ENOMEM;
+  /* Timed candidate calls are verified too: the outputs are poisoned before every
+   * timed call (outside the timer), and the outputs of a random subset of the timed
+   * calls must match the outputs the worker checks against the reference. A candidate
+   * that skips work in timed calls (e.g. returns early after the first call) fails. */
+  void *tpoison[KA_MAX_TENSORS] = {0}, *tcheck[KA_MAX_TENSORS] = {0};
+  for (int i = 0; i < t->ntensors && rc == KA_OK; i++) {
+    if (t->tensors[i].role != KA_ROLE_OUTPUT) continue;
+    tpoison[i] = malloc(b.bytes[i] ? b.bytes[i] : 1);
+    tcheck[i] = malloc(b.bytes[i] ? b.bytes[i] : 1);
+    if (!tpoison[i] || !tcheck[i]) {
+      rc = KA_ENOMEM;
+      break;
+    }
+    ka_fill_poison(t->tensors[i].dtype, tpoison[i], b.elems[i],
+                   ka_mix64(job->poison_seed, 0x74696d6564ULL + (uint64_t)(ci * KA_MAX_TENSORS + i)));
+  }
   for (int r = 0; r < warm && rc == KA_OK; r++)
     for (int w = 0; w < 2 && rc == KA_OK; w++) {
       rc = rn_run_impl(s, &impl[w], w, &b, ls[w], impl[w].plan->nlaunches);
@@ -440,6 +477,8 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
       /* scratch reset and cache flush stay outside the timed interval */
       for (int q = 0; q < impl[w].plan->nscratch && rc == KA_OK; q++)
         rc = s->be->memset8(s->ctx, b.scratch[w][q], 0, b.scratch_bytes[w][q]);
+      for (int i = 0; w == 1 && i < t->ntensors && rc == KA_OK; i++)
+        if (tpoison[i]) rc = s->be->copy_to_device(s->ctx, b.tensors[i], tpoison[i], b.bytes[i]);
       if (rc == KA_OK) rc = s->be->flush_cache(s->ctx);
       if (rc == KA_OK) rc = s->be->timer_start(s->ctx);
       for (int i = 0; i < impl[w].plan->nlaunches && rc == KA_OK; i++)
@@ -451,7 +490,27 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
         ka_seterr(err, errlen, rc, "case %s: timed %s call failed: %s", c.name, impl[w].label,
                   rn_be_err(s));
       }
+      /* about a quarter of the timed calls, chosen from the secret seed, and the last */
+      int verify = (ka_mix64(job->poison_seed, (uint64_t)(ci * 1000 + r)) & 3) == 0 || r == reps - 1;
+      for (int i = 0; w == 1 && verify && i < t->ntensors && rc == KA_OK; i++) {
+        if (!tcheck[i]) continue;
+        rc = s->be->copy_to_host(s->ctx, tcheck[i], b.tensors[i], b.bytes[i]);
+        if (rc) {
+          *status = rn_status_of(rc);
+          ka_seterr(err, errlen, rc, "case %s: copy of timed output: %s", c.name, rn_be_err(s));
+          break;
+        }
+        int64_t bad = rn_count_differences(t, i, maps[i], tcheck[i], b.elems[i]);
+        if (bad) {
+          *status = KERNELARENA__V1__STATUS__INCORRECT;
+          rc = ka_seterr(err, errlen, KA_EINVAL,
+                         "case %s: the outputs of timed call %d differ from the verified outputs "
+                         "in %lld of %lld elements of %s (work skipped or changed in timed calls)",
+                         c.name, r + 1, (long long)bad, (long long)b.elems[i], t->tensors[i].name);
+        }
+      }
     }
+  for (int i = 0; i < KA_MAX_TENSORS; i++) free(tpoison[i]), free(tcheck[i]);
   if (rc == KA_OK) {
     qsort(ms[0], (size_t)reps, sizeof(double), rn_cmp_double);
     qsort(ms[1], (size_t)reps, sizeof(double), rn_cmp_double);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # End-to-end test of the whole loop on the host backend, with real processes:
 # envserver + gpuexec + envctl, the host/gelu task and candidates that are correct,
-# faster, wrong, partial, broken, hanging and crashing. Checks the printed steps,
-# rewards, and that every step is in the sqlite trace store afterwards.
+# faster, wrong, partial, broken, hanging, crashing and lazy (skips work in timed calls).
+# Checks the printed steps, rewards, and that every step is in the sqlite trace store.
 # usage: e2e_host.sh BIN_DIR SOURCE_DIR
 set -u
 BIN=$1
@@ -58,9 +58,9 @@ until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "ex
 done
 
 # step k submits the k-th file of this list (KA_STEP counts from 0)
-LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline"
+LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; if [ \$f = baseline ]; then cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c; else cp $CAND/\$f gelu.c; fi"
-"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 8 \
+"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
   --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
 rc=$?
 cat "$WORK/multi.out"
@@ -77,18 +77,20 @@ check "step 6 crash: RUNTIME_ERROR, reward 20" sh -c "grep '^step 6:' '$WORK/mul
 check "step 6 crash: names the signal" grep -q "signal 11" "$WORK/multi.out"
 check "step 7 partial output: INCORRECT" sh -c "grep '^step 7:' '$WORK/multi.out' | grep -q 'status INCORRECT'"
 check "step 8 baseline: OK" sh -c "grep '^step 8:' '$WORK/multi.out' | grep -q 'status OK'"
+check "step 9 lazy (skips work in timed calls): INCORRECT, reward 20" sh -c "grep '^step 9:' '$WORK/multi.out' | grep -q 'status INCORRECT, compiled yes, reward 20.00'"
+check "step 9 lazy: timed outputs named" grep -q "outputs of timed call" "$WORK/multi.out"
 
 # 3. Every step is in the trace store.
 EP=$(awk '/^episode ep-/ {sub(":","",$2); print $2; exit}' "$WORK/multi.out")
 DB=$STATE/trace.db
 n=$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE episode_id='$EP'")
-check "8 steps of $EP in sqlite (got $n)" [ "${n:-0}" -eq 8 ]
+check "9 steps of $EP in sqlite (got $n)" [ "${n:-0}" -eq 9 ]
 st=$(sqlite3 "$DB" "SELECT group_concat(status, ',') FROM (SELECT status FROM steps WHERE episode_id='$EP' ORDER BY step)")
-check "statuses in sqlite in order (got $st)" [ "$st" = "1,3,2,5,1,4,3,1" ]
+check "statuses in sqlite in order (got $st)" [ "$st" = "1,3,2,5,1,4,3,1,3" ]
 nf=$(sqlite3 "$DB" "SELECT count(*) FROM step_files f JOIN blobs b ON b.sha256=f.sha256 WHERE f.episode_id='$EP'")
 check "submitted sources stored content-addressed ($nf)" [ "${nf:-0}" -ge 8 ]
 nb=$(sqlite3 "$DB" "SELECT count(DISTINCT f.sha256) FROM step_files f WHERE f.episode_id='$EP'")
-check "identical sources stored once (fast.c twice: $nb distinct of 8)" [ "${nb:-0}" -eq 7 ]
+check "identical sources stored once (fast.c twice: $nb distinct of 9)" [ "${nb:-0}" -eq 8 ]
 
 # 4. The executor survived everything and no evaluation process was left behind.
 check "gpuexec still running" kill -0 "$GX_PID"
