@@ -1,4 +1,5 @@
-/* Trusted references: each task's reference.c compiled once into a shared object that
+/* Trusted references: each task's reference.c compiled once (with -fopenmp, so a
+ * reference may parallelise its loops with `#pragma omp parallel for`) into a shared object that
  * gpuexec loads into its own process (never into a runner). */
 #include <dlfcn.h>
 #include <errno.h>
@@ -31,8 +32,8 @@ static int ref_compile(const char *src, const char *so, char *err, size_t errlen
   if (pid == 0) {
     FILE *f = freopen(logp, "w", stderr);
     (void)f;
-    execlp(cc && *cc ? cc : "cc", "cc", "-std=gnu11", "-O2", "-shared", "-fPIC", "-o", tmp, src,
-           "-lm", (char *)NULL);
+    execlp(cc && *cc ? cc : "cc", "cc", "-std=gnu11", "-O2", "-fopenmp", "-shared", "-fPIC", "-o",
+           tmp, src, "-lm", (char *)NULL);
     _exit(127);
   }
   int st;

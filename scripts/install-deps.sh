@@ -7,7 +7,7 @@ set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libnng-dev libmbedtls-dev libprotobuf-c-dev \
-protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev sqlite3 python3"
+protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev sqlite3 python3"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
