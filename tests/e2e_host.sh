@@ -59,7 +59,7 @@ done
 
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
-AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; if [ \$f = baseline ]; then cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c; else cp $CAND/\$f gelu.c; fi"
+AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; fast.c) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $CAND/\$f gelu.c ;; esac"
 "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
   --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
 rc=$?
