@@ -1,7 +1,9 @@
 #include "data.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
@@ -101,11 +103,17 @@ double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
   return NAN;
 }
 
-void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
-                   int case_index, int tensor_index) {
+/* Inputs are drawn in chunks of KA_FILL_CHUNK elements, each from its own stream, so the
+ * values depend only on (seed, case, tensor, chunk) and never on how many threads drew
+ * them. */
+#define KA_FILL_CHUNK ((int64_t)1 << 20)
+#define KA_FILL_MAX_THREADS 32
+
+static void fill_chunk(const ka_tensor_spec *spec, void *buf, int64_t lo, int64_t hi,
+                       uint64_t stream) {
   ka_rng r;
-  ka_rng_seed(&r, ka_mix64(ka_mix64(seed, (uint64_t)case_index), (uint64_t)tensor_index));
-  for (int64_t i = 0; i < elems; i++) {
+  ka_rng_seed(&r, stream);
+  for (int64_t i = lo; i < hi; i++) {
     double v;
     if (spec->dist == KA_DIST_NORMAL) {
       /* Box-Muller; one value per pair of uniforms keeps the stream position simple. */
@@ -119,6 +127,46 @@ void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_
     }
     store(spec->dtype, buf, i, v);
   }
+}
+
+typedef struct fill_job {
+  const ka_tensor_spec *spec;
+  void *buf;
+  int64_t elems, nchunks;
+  uint64_t base;
+  int64_t next; /* next chunk to draw; atomically incremented */
+} fill_job;
+
+static void *fill_thread(void *arg) {
+  fill_job *j = arg;
+  for (;;) {
+    int64_t c = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (c >= j->nchunks) return NULL;
+    int64_t lo = c * KA_FILL_CHUNK,
+            hi = lo + KA_FILL_CHUNK < j->elems ? lo + KA_FILL_CHUNK : j->elems;
+    fill_chunk(j->spec, j->buf, lo, hi, ka_mix64(j->base, (uint64_t)c));
+  }
+}
+
+void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
+                   int case_index, int tensor_index) {
+  fill_job j = {spec,
+                buf,
+                elems,
+                (elems + KA_FILL_CHUNK - 1) / KA_FILL_CHUNK,
+                ka_mix64(ka_mix64(seed, (uint64_t)case_index), (uint64_t)tensor_index),
+                0};
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int nthreads = (int)(j.nchunks < ncpu ? j.nchunks : ncpu);
+  if (nthreads > KA_FILL_MAX_THREADS) nthreads = KA_FILL_MAX_THREADS;
+  pthread_t th[KA_FILL_MAX_THREADS];
+  int started = 0;
+  for (int i = 1; i < nthreads; i++) {
+    if (pthread_create(&th[started], NULL, fill_thread, &j) != 0) break; /* fewer threads */
+    started++;
+  }
+  fill_thread(&j); /* the calling thread draws too; alone if no thread could start */
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
 void ka_fill_poison(ka_dtype dt, void *buf, int64_t elems, uint64_t seed) {

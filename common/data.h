@@ -20,8 +20,11 @@ double ka_rng_uniform(ka_rng *r);
 /* splitmix64 finaliser: mixes a, b into an independent stream seed. */
 uint64_t ka_mix64(uint64_t a, uint64_t b);
 
-/* Fills buf (elems elements of spec->dtype) from spec's distribution with a stream
- * derived from (seed, case_index, tensor_index). Deterministic for those inputs. */
+/* Fills buf (elems elements of spec->dtype) from spec's distribution. Element i comes
+ * from the stream of chunk i / 2^20, derived from (seed, case_index, tensor_index,
+ * chunk), so the values are deterministic for those inputs whatever the number of
+ * threads. Large tensors are drawn by up to one thread per online CPU (at most 32),
+ * joined before return. Reentrant; buf is caller-owned. */
 void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
                    int case_index, int tensor_index);
 
