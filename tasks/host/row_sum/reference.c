@@ -1,0 +1,17 @@
+/* Trusted reference for host/row_sum, in double precision.
+ * ABI (docs/tasks.md): tensors[i] is tensor i of task.yaml; inputs hold their dtype,
+ * outputs are double arrays of the same element count; params[j] is param j. */
+#include <math.h>
+#include <stdint.h>
+
+void row_sum_ref(void *const *tensors, const int64_t *params) {
+  const float *x = tensors[0];
+  double *y = tensors[1];
+  int64_t rows = params[0], cols = params[1];
+#pragma omp parallel for
+  for (int64_t r = 0; r < rows; r++) {
+    double s = 0;
+    for (int64_t c = 0; c < cols; c++) s += x[r * cols + c];
+    y[r] = s;
+  }
+}

@@ -1,0 +1,10 @@
+/* Reference of the broken fixture host/too_many_tags: nine tags, one more than a task may have */
+#include <math.h>
+#include <stdint.h>
+
+void too_many_tags_ref(void *const *tensors, const int64_t *params) {
+  const float *x = tensors[0];
+  double *y = tensors[1];
+  int64_t n = params[0];
+  for (int64_t i = 0; i < n; i++) y[i] = x[i];
+}

@@ -1,0 +1,16 @@
+# `envctl validate`: every host task must pass (one ctest entry per task, so they run in
+# parallel and a failure names the task), and the broken fixtures in tests/tasks-bad must
+# FAIL with the right reasons. Included from tests/CMakeLists.txt.
+file(GLOB KA_HOST_TASKS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/host/*/task.yaml)
+foreach(yaml ${KA_HOST_TASKS})
+  get_filename_component(dir ${yaml} DIRECTORY)
+  get_filename_component(name ${dir} NAME)
+  add_test(NAME validate_host_${name}
+    COMMAND ${CMAKE_BINARY_DIR}/bin/envctl validate --tasks ${PROJECT_SOURCE_DIR}/tasks
+            host/${name} --reps 5 --warmup 1 --quiet)
+  set_tests_properties(validate_host_${name} PROPERTIES TIMEOUT 300)
+endforeach()
+
+add_test(NAME validate_fixtures
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/validate_test.sh ${CMAKE_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR})
+set_tests_properties(validate_fixtures PROPERTIES TIMEOUT 600)
