@@ -1,0 +1,718 @@
+/* The sandbox of an evaluation (sandbox.h describes the layers; docs/sandbox.md what
+ * each covers and what it does not). Linked into ka-runner only. */
+#include "sandbox.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/landlock.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ka_common.h"
+
+/* ------------------------------------------------------------------------------------
+ * Supervisor: `ka-runner --supervise RUNNER` */
+
+static volatile sig_atomic_t sb_stop;
+
+static void sb_on_term(int sig) {
+  (void)sig;
+  sb_stop = 1;
+}
+
+/* Our direct children that are alive (not zombies), from /proc/<pid>/stat: field 4 is
+ * the parent pid, field 3 the state; the command name before them may hold spaces and
+ * parentheses, so they are parsed after the last ')' (proc(5)). Returns the count
+ * stored in out[0..max). */
+static int sb_live_children(pid_t self, pid_t *out, int max) {
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) && n < max) {
+    if (!isdigit((unsigned char)e->d_name[0])) continue;
+    char p[64], buf[512];
+    snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) continue;
+    buf[r] = 0;
+    char *rp = strrchr(buf, ')');
+    char state;
+    int ppid;
+    if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2) continue;
+    if (ppid == self && state != 'Z' && state != 'X') out[n++] = (pid_t)atoi(e->d_name);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Reaps every child that has ended; returns -1 once there are no children at all. */
+static int sb_reap(void) {
+  int s;
+  pid_t w;
+  while ((w = waitpid(-1, &s, WNOHANG)) > 0) {
+  }
+  return w < 0 && errno == ECHILD ? -1 : 0;
+}
+
+int ka_sandbox_supervise(const char *runner_path) {
+  /* Orphans of the runner's descendants are re-parented to us, not to init, so that
+   * setsid() or a double fork cannot escape the cleanup (prctl(2)). */
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+    dprintf(2, "ka-runner --supervise: PR_SET_CHILD_SUBREAPER: %s\n", strerror(errno));
+    return 1;
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0); /* gpuexec gone: so are we */
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = sb_on_term; /* no SA_RESTART: waitpid returns EINTR */
+  sigaction(SIGTERM, &sa, NULL);
+  fcntl(KA_SANDBOX_STATUS_FD, F_SETFD, FD_CLOEXEC);
+  pid_t self = getpid();
+  pid_t r = fork();
+  if (r < 0) {
+    dprintf(2, "ka-runner --supervise: fork: %s\n", strerror(errno));
+    return 1;
+  }
+  if (r == 0) {
+    setpgid(0, 0);
+    signal(SIGTERM, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != self) _exit(126);
+    char *argv[] = {(char *)runner_path, NULL};
+    execv(runner_path, argv);
+    _exit(127);
+  }
+  setpgid(r, r);
+  dprintf(KA_SANDBOX_STATUS_FD, "pid %d\n", (int)r);
+  /* Keep nothing of the runner's channel open: when the runner and what it left
+   * behind are gone, gpuexec sees the pipes close. */
+  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  for (int fd = 0; fd < 4; fd++) {
+    if (devnull >= 0)
+      dup2(devnull, fd);
+    else
+      close(fd);
+  }
+  DIR *fds = opendir("/proc/self/fd");
+  if (fds) {
+    int keep = dirfd(fds);
+    struct dirent *e;
+    while ((e = readdir(fds)))
+      if (isdigit((unsigned char)e->d_name[0])) {
+        int fd = atoi(e->d_name);
+        if (fd > KA_SANDBOX_STATUS_FD && fd != keep && fd != devnull) close(fd);
+      }
+    closedir(fds);
+  }
+
+  int st = 0, have = 0, leftovers = 0, killed = 0;
+  while (!have) {
+    int s;
+    pid_t w = waitpid(-1, &s, 0);
+    if (w == r) {
+      st = s, have = 1;
+    } else if (w < 0 && errno == EINTR) {
+      if (sb_stop && !killed) {
+        kill(r, SIGKILL);
+        killed = 1;
+      }
+    } else if (w < 0) {
+      break; /* ECHILD: cannot happen while the runner lives */
+    }
+    /* w > 0: an orphan re-parented to us ended by itself */
+  }
+  /* What the runner started and meant to end with it (module processes with a
+   * parent-death signal) ends within moments; let it, so that it is not counted. */
+  double t0 = ka_now_s();
+  pid_t kids[1024];
+  while (ka_now_s() - t0 < 0.25) {
+    if (sb_reap() < 0) break;
+    if (sb_live_children(self, kids, 1024) == 0) {
+      if (sb_reap() < 0) break;
+    }
+    usleep(2000);
+  }
+  /* Whatever still lives was left behind: kill it, generation by generation as
+   * orphans come to us (setsid or setpgid do not take a process out of this). */
+  pid_t counted[4096];
+  int ncounted = 0;
+  for (int round = 0; round < 100000; round++) {
+    if (sb_reap() < 0) break;
+    int n = sb_live_children(self, kids, 1024);
+    for (int i = 0; i < n; i++) {
+      kill(kids[i], SIGKILL);
+      int seen = 0;
+      for (int k = 0; k < ncounted && !seen; k++) seen = counted[k] == kids[i];
+      if (!seen) {
+        leftovers++;
+        if (ncounted < 4096) counted[ncounted++] = kids[i];
+      }
+    }
+    if (!n) usleep(1000);
+  }
+  dprintf(KA_SANDBOX_STATUS_FD, "runner %d leftovers %d deadline %d\n", st, leftovers,
+          (int)sb_stop);
+  return 0;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Include allowlist */
+
+static const char *const sb_inc_c[] = {
+    "assert.h",    "complex.h",       "ctype.h",     "errno.h",       "fenv.h",      "float.h",
+    "inttypes.h",  "iso646.h",        "limits.h",    "locale.h",      "math.h",      "setjmp.h",
+    "signal.h",    "stdalign.h",      "stdarg.h",    "stdatomic.h",   "stdbool.h",   "stddef.h",
+    "stdint.h",    "stdio.h",         "stdlib.h",    "stdnoreturn.h", "string.h",    "tgmath.h",
+    "threads.h",   "time.h",          "uchar.h",     "wchar.h",       "wctype.h",    "pthread.h",
+    "omp.h",       "immintrin.h",     "x86intrin.h", "xmmintrin.h",   "emmintrin.h", "pmmintrin.h",
+    "tmmintrin.h", "smmintrin.h",     "nmmintrin.h", "wmmintrin.h",   "avxintrin.h", "avx2intrin.h",
+    "fmaintrin.h", "avx512fintrin.h", "arm_neon.h",  "arm_sve.h",     NULL};
+/* NVRTC's built-in headers (CUDA 13 NVRTC guide, "Supported headers") and the C/C++
+ * headers it provides; entries ending in '/' allow a folder of them. */
+static const char *const sb_inc_cuda[] = {"cuda_fp16.h",
+                                          "cuda_fp16.hpp",
+                                          "cuda_bf16.h",
+                                          "cuda_bf16.hpp",
+                                          "cuda_fp8.h",
+                                          "cuda_fp8.hpp",
+                                          "cuda_fp6.h",
+                                          "cuda_fp6.hpp",
+                                          "cuda_fp4.h",
+                                          "cuda_fp4.hpp",
+                                          "mma.h",
+                                          "cuda_pipeline.h",
+                                          "cuda_pipeline_primitives.h",
+                                          "cuda_awbarrier.h",
+                                          "cuda_awbarrier_primitives.h",
+                                          "cooperative_groups.h",
+                                          "cooperative_groups/",
+                                          "cuda/",
+                                          "stdint.h",
+                                          "stddef.h",
+                                          "limits.h",
+                                          "float.h",
+                                          "math.h",
+                                          "cstdint",
+                                          "cstddef",
+                                          "climits",
+                                          "cfloat",
+                                          "cmath",
+                                          "type_traits",
+                                          "utility",
+                                          "limits",
+                                          NULL};
+static const char *const sb_inc_hip[] = {"hip/",   "stdint.h",    "stddef.h", "limits.h", "float.h",
+                                         "math.h", "cstdint",     "cstddef",  "climits",  "cfloat",
+                                         "cmath",  "type_traits", "utility",  "limits",   NULL};
+
+static int sb_name_ok_chars(const char *s, size_t n) {
+  if (!n || s[0] == '/' || s[0] == '.') return 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (!(isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-' || c == '+')) return 0;
+    if (c == '.' && i + 1 < n && s[i + 1] == '.') return 0;
+    if (c == '/' && i + 1 < n && (s[i + 1] == '.' || s[i + 1] == '/')) return 0;
+  }
+  return 1;
+}
+
+static int sb_in_list(const char *const *list, const char *s, size_t n) {
+  for (int i = 0; list && list[i]; i++) {
+    size_t l = strlen(list[i]);
+    if (l && list[i][l - 1] == '/') {
+      if (n > l && !strncmp(s, list[i], l)) return 1;
+    } else if (l == n && !strncmp(s, list[i], n)) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Skips blanks and block comments from p (within a spliced line). */
+static const char *sb_skip(const char *p, const char *end) {
+  for (;;) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\v' || *p == '\f' || *p == '\r')) p++;
+    if (p + 1 < end && p[0] == '/' && p[1] == '*') {
+      const char *q = p + 2;
+      while (q + 1 < end && !(q[0] == '*' && q[1] == '/')) q++;
+      p = q + 1 < end ? q + 2 : end;
+      continue;
+    }
+    return p;
+  }
+}
+
+int ka_include_check(const char *language, const char *const *names, const char *const *texts,
+                     const size_t *lens, int n, char **log) {
+  const char *const *list = !strcmp(language, "c")      ? sb_inc_c
+                            : !strcmp(language, "cuda") ? sb_inc_cuda
+                            : !strcmp(language, "hip")  ? sb_inc_hip
+                                                        : NULL;
+  ka_sb out = {0};
+  int bad = 0;
+  if (log) *log = NULL;
+  for (int f = 0; f < n; f++) {
+    /* undo backslash-newline splices (translation phase 2), keeping original lines */
+    size_t len = lens[f];
+    char *s = malloc(len + 1);
+    int *line = malloc(sizeof(int) * (len + 1));
+    if (!s || !line) {
+      free(s), free(line);
+      ka_sb_printf(&out, "%s: out of memory while checking includes\n", names[f]);
+      bad++;
+      continue;
+    }
+    size_t m = 0;
+    int ln = 1;
+    for (size_t i = 0; i < len; i++) {
+      const char *t = texts[f];
+      if (t[i] == '\\' && i + 1 < len && t[i + 1] == '\n') {
+        i++, ln++;
+        continue;
+      }
+      if (t[i] == '\\' && i + 2 < len && t[i + 1] == '\r' && t[i + 2] == '\n') {
+        i += 2, ln++;
+        continue;
+      }
+      s[m] = t[i];
+      line[m++] = ln;
+      if (t[i] == '\n') ln++;
+    }
+    s[m] = 0;
+    const char *end = s + m;
+    for (const char *p = s; p < end; p++) {
+      const char *q;
+      if (*p == '#')
+        q = p + 1;
+      else if (p[0] == '%' && p + 1 < end && p[1] == ':')
+        q = p + 2;
+      else if (p[0] == '?' && p + 2 < end && p[1] == '?' && p[2] == '=')
+        q = p + 3;
+      else
+        continue;
+      q = sb_skip(q, end);
+      const char *id = q;
+      while (q < end && (isalnum((unsigned char)*q) || *q == '_')) q++;
+      size_t idn = (size_t)(q - id);
+      int is_inc = (idn == 7 && !strncmp(id, "include", 7)) ||
+                   (idn == 12 && !strncmp(id, "include_next", 12)) ||
+                   (idn == 6 && !strncmp(id, "import", 6)) ||
+                   (idn == 5 && !strncmp(id, "embed", 5));
+      if (!is_inc) continue;
+      int at = line[p - s];
+      q = sb_skip(q, end);
+      char close = q < end && *q == '<' ? '>' : q < end && *q == '"' ? '"' : 0;
+      if (!close) {
+        ka_sb_printf(&out,
+                     "%s:%d: error: #%.*s must name a header as <name> or \"name\" "
+                     "(computed includes are not allowed)\n",
+                     names[f], at, (int)idn, id);
+        bad++;
+        continue;
+      }
+      const char *nm = q + 1, *e = nm;
+      while (e < end && *e != close && *e != '\n') e++;
+      size_t nn = (size_t)(e - nm);
+      int ok = e < end && *e == close && sb_name_ok_chars(nm, nn);
+      int local = 0;
+      if (ok && close == '"')
+        for (int k = 0; k < n; k++)
+          if (strlen(names[k]) == nn && !strncmp(names[k], nm, nn)) local = 1;
+      if (ok && !local && !sb_in_list(list, nm, nn)) ok = 0;
+      if (!ok) {
+        int shown = nn > 200 ? 200 : (int)nn;
+        ka_sb_printf(&out,
+                     "%s:%d: error: #%.*s %c%.*s%c is not allowed: a submission may include only "
+                     "the task's editable files and the %s headers of the allowlist "
+                     "(docs/sandbox.md)\n",
+                     names[f], at, (int)idn, id, close == '>' ? '<' : '"', shown, nm, close,
+                     language);
+        bad++;
+      }
+      p = e < end ? e : end - 1;
+    }
+    free(s);
+    free(line);
+  }
+  if (bad && log)
+    *log = ka_sb_take(&out);
+  else
+    ka_sb_free(&out);
+  return bad;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Landlock (Documentation/userspace-api/landlock.rst). Constants of later ABIs than
+ * the installed headers know are defined here with the kernel's values. */
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#define SB_LL_TCP_BIND (1ULL << 0)     /* LANDLOCK_ACCESS_NET_BIND_TCP, ABI 4 */
+#define SB_LL_TCP_CONNECT (1ULL << 1)  /* LANDLOCK_ACCESS_NET_CONNECT_TCP, ABI 4 */
+#define SB_LL_SCOPE_UNIX (1ULL << 0)   /* LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, ABI 6 */
+#define SB_LL_SCOPE_SIGNAL (1ULL << 1) /* LANDLOCK_SCOPE_SIGNAL, ABI 6 */
+
+typedef struct sb_ll_attr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net; /* ABI 4 */
+  uint64_t scoped;             /* ABI 6 */
+} sb_ll_attr;
+
+typedef struct __attribute__((packed)) sb_ll_path {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} sb_ll_path;
+
+int ka_sandbox_landlock_abi(void) {
+  long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return v > 0 ? (int)v : 0;
+}
+
+#define SB_FILE_RIGHTS \
+  (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE)
+
+/* Adds a rule for path (skipped quietly if it does not exist). */
+static int sb_ll_allow(int rs, const char *path, uint64_t access, uint64_t handled) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat stt;
+  if (fstat(fd, &stt) == 0 && !S_ISDIR(stt.st_mode))
+    access &= SB_FILE_RIGHTS | LANDLOCK_ACCESS_FS_TRUNCATE;
+  sb_ll_path pb = {.allowed_access = access & handled, .parent_fd = fd};
+  int rc = pb.allowed_access
+               ? (int)syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0)
+               : 0;
+  int e = errno;
+  close(fd);
+  errno = e;
+  return rc;
+}
+
+static int sb_landlock(const char *workdir, char *err, size_t errlen) {
+  int abi = ka_sandbox_landlock_abi();
+  if (abi <= 0) return KA_OK; /* not offered by this kernel: documented fallback */
+  uint64_t fs =
+      LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE |
+      LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+      LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+      LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+      LANDLOCK_ACCESS_FS_MAKE_SYM;
+  if (abi >= 2) fs |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3) fs |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  sb_ll_attr attr = {.handled_access_fs = fs};
+  size_t asz = sizeof(uint64_t);
+  if (abi >= 4) attr.handled_access_net = SB_LL_TCP_BIND | SB_LL_TCP_CONNECT, asz += 8;
+  if (abi >= 6) attr.scoped = SB_LL_SCOPE_UNIX | SB_LL_SCOPE_SIGNAL, asz += 8;
+  int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, asz, 0);
+  if (rs < 0)
+    return ka_seterr(err, errlen, KA_ESYS, "landlock_create_ruleset: %s", strerror(errno));
+  uint64_t rx =
+      LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_EXECUTE;
+  uint64_t rw = fs & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
+  /* system files: programs, libraries, compiler headers; /proc and /sys for drivers
+   * (other processes' /proc entries stay closed: Landlock denies ptrace access to
+   * processes outside the domain, which /proc/PID/mem and environ check) */
+  static const char *const ro[] = {"/usr",
+                                   "/lib",
+                                   "/lib64",
+                                   "/lib32",
+                                   "/libx32",
+                                   "/bin",
+                                   "/sbin",
+                                   "/opt",
+                                   "/etc/ld.so.cache",
+                                   "/etc/ld.so.conf",
+                                   "/etc/ld.so.conf.d",
+                                   "/etc/alternatives",
+                                   "/etc/nvidia",
+                                   "/proc",
+                                   "/sys",
+                                   NULL};
+  int rc = 0;
+  for (int i = 0; ro[i] && !rc; i++) rc = sb_ll_allow(rs, ro[i], rx, fs);
+  /* ka-runner's folder (the backend modules), the library path, the CUDA toolkit */
+  char dir[PATH_MAX];
+  if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = sb_ll_allow(rs, dir, rx, fs);
+  const char *envs[] = {"LD_LIBRARY_PATH", "CUDA_HOME", "KA_BACKEND_PATH", NULL};
+  for (int i = 0; envs[i] && !rc; i++) {
+    const char *v = getenv(envs[i]);
+    if (!v) continue;
+    char *copy = strdup(v), *save = NULL;
+    for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok && !rc;
+         tok = strtok_r(NULL, ":", &save))
+      if (tok[0] == '/') rc = sb_ll_allow(rs, tok, rx, fs);
+    free(copy);
+  }
+  /* devices (the GPU's, /dev/null, /dev/urandom, /dev/shm) and the private workdir */
+  if (!rc)
+    rc = sb_ll_allow(rs, "/dev",
+                     LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                         LANDLOCK_ACCESS_FS_READ_DIR | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0),
+                     fs);
+  if (!rc) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
+  if (!rc) rc = sb_ll_allow(rs, workdir, rw, fs);
+  if (rc) {
+    int e = errno;
+    close(rs);
+    return ka_seterr(err, errlen, KA_ESYS, "landlock_add_rule: %s", strerror(e));
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
+    int e = errno;
+    close(rs);
+    return ka_seterr(err, errlen, KA_ESYS, "landlock_restrict_self: %s", strerror(e));
+  }
+  close(rs);
+  return KA_OK;
+}
+
+/* ------------------------------------------------------------------------------------
+ * seccomp-BPF through libseccomp (seccomp_rule_add(3)). Default action: allow; the
+ * filter names what is refused, so that driver threads keep working. */
+
+static void sb_sigsys(int sig, siginfo_t *si, void *uc) {
+  (void)uc;
+  const char *name = "?";
+  switch (si->si_syscall) {
+    case SYS_fork:
+      name = "fork";
+      break;
+    case SYS_vfork:
+      name = "vfork";
+      break;
+    case SYS_clone:
+      name = "clone (new process)";
+      break;
+    case SYS_execve:
+      name = "execve";
+      break;
+    case SYS_execveat:
+      name = "execveat";
+      break;
+    default:
+      break;
+  }
+  char msg[200];
+  int n = snprintf(msg, sizeof msg,
+                   "\n[kernelarena] sandbox: forbidden system call %s (%d): submitted code may "
+                   "not start processes or programs; the evaluation was stopped\n",
+                   name, si->si_syscall);
+  if (n > 0) (void)!write(2, msg, (size_t)n);
+  signal(sig, SIG_DFL);
+  raise(sig);
+  _exit(128 + sig);
+}
+
+static int sb_env_off(const char *name) {
+  const char *v = getenv(name);
+  return v && !strcmp(v, "0");
+}
+
+/* First stage: no network, no tracing, no privileged calls. */
+static int sb_seccomp_base(char *err, size_t errlen) {
+  scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+  if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
+  int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+  const char *unix_ok = getenv("KA_SANDBOX_UNIX");
+  if (unix_ok && !strcmp(unix_ok, "1")) {
+    if (!rc)
+      rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                            SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+    if (!rc)
+      rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                            SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  } else {
+    if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+    /* socketpair(AF_UNIX) connects nothing outside: the host backend talks to its
+     * module processes through one */
+    if (!rc)
+      rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                            SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  }
+  static const int eperm[] = {SCMP_SYS(ptrace),
+                              SCMP_SYS(process_vm_readv),
+                              SCMP_SYS(process_vm_writev),
+                              SCMP_SYS(kcmp),
+                              SCMP_SYS(pidfd_getfd),
+                              SCMP_SYS(mount),
+                              SCMP_SYS(umount2),
+                              SCMP_SYS(pivot_root),
+                              SCMP_SYS(chroot),
+                              SCMP_SYS(setns),
+                              SCMP_SYS(unshare),
+                              SCMP_SYS(reboot),
+                              SCMP_SYS(kexec_load),
+                              SCMP_SYS(kexec_file_load),
+                              SCMP_SYS(init_module),
+                              SCMP_SYS(finit_module),
+                              SCMP_SYS(delete_module),
+                              SCMP_SYS(swapon),
+                              SCMP_SYS(swapoff),
+                              SCMP_SYS(bpf),
+                              SCMP_SYS(userfaultfd),
+                              SCMP_SYS(keyctl),
+                              SCMP_SYS(add_key),
+                              SCMP_SYS(request_key),
+                              SCMP_SYS(acct),
+                              SCMP_SYS(settimeofday),
+                              SCMP_SYS(clock_settime),
+                              SCMP_SYS(clock_adjtime),
+                              SCMP_SYS(adjtimex),
+                              SCMP_SYS(sethostname),
+                              SCMP_SYS(setdomainname),
+                              SCMP_SYS(iopl),
+                              SCMP_SYS(ioperm),
+                              SCMP_SYS(quotactl),
+                              SCMP_SYS(open_by_handle_at),
+                              SCMP_SYS(name_to_handle_at),
+                              SCMP_SYS(syslog),
+                              SCMP_SYS(fanotify_init),
+                              SCMP_SYS(mknod),
+                              SCMP_SYS(mknodat)};
+  for (size_t i = 0; i < sizeof eperm / sizeof eperm[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), eperm[i], 0);
+  static const int enosys[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
+                               SCMP_SYS(io_uring_register), SCMP_SYS(clone3)};
+  /* clone3 passes its flags in memory, which a filter cannot read; ENOSYS makes glibc
+   * fall back to clone, whose flags it can (glibc 2.34+ pthread_create does so). */
+  for (size_t i = 0; i < sizeof enosys / sizeof enosys[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), enosys[i], 0);
+  if (!rc) rc = seccomp_load(f);
+  seccomp_release(f);
+  if (rc) return ka_seterr(err, errlen, KA_ESYS, "seccomp (base filter): %s", strerror(-rc));
+  return KA_OK;
+}
+
+/* Second stage: no new processes, no programs, no escape from the process group,
+ * signals only to ourselves. */
+static int sb_seccomp_lock(char *err, size_t errlen) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = sb_sigsys;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESETHAND; /* raise() in it kills */
+  sigaction(SIGSYS, &sa, NULL);
+  scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+  if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
+  int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+  scmp_datum_t self = (scmp_datum_t)getpid();
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_TRAP, SCMP_SYS(fork), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_TRAP, SCMP_SYS(vfork), 0);
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_TRAP, SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_TRAP, SCMP_SYS(execve), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_TRAP, SCMP_SYS(execveat), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setsid), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpgid), 0);
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(kill), 1, SCMP_A0(SCMP_CMP_NE, self));
+  if (!rc)
+    rc =
+        seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, self));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_sigqueueinfo), 1,
+                          SCMP_A0(SCMP_CMP_NE, self));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(rt_tgsigqueueinfo), 1,
+                          SCMP_A0(SCMP_CMP_NE, self));
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tkill), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_send_signal), 0);
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_open), 0);
+  if (!rc) rc = seccomp_load(f);
+  seccomp_release(f);
+  if (rc) return ka_seterr(err, errlen, KA_ESYS, "seccomp (lock filter): %s", strerror(-rc));
+  return KA_OK;
+}
+
+int ka_sandbox_enter(const char *workdir, int external_compiler, char *err, size_t errlen) {
+  int rc = KA_OK;
+  if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, err, errlen);
+  if (rc == KA_OK && !sb_env_off("KA_SANDBOX_SECCOMP")) {
+    rc = sb_seccomp_base(err, errlen);
+    if (rc == KA_OK && !external_compiler) rc = sb_seccomp_lock(err, errlen);
+  }
+  return rc;
+}
+
+/* Drops every capability of the calling process (capget(2)): submitted CPU code needs
+ * none, and without CAP_SYS_PTRACE, CAP_KILL and CAP_DAC_OVERRIDE a root-owned process
+ * cannot read another's memory, signal it, or bypass file modes. */
+static int sb_drop_caps(void) {
+  struct {
+    uint32_t version;
+    int pid;
+  } hdr = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+  struct {
+    uint32_t effective, permitted, inheritable;
+  } data[2];
+  memset(data, 0, sizeof data);
+  return (int)syscall(SYS_capset, &hdr, data);
+}
+
+void ka_sandbox_lock_inherited(void) {
+  if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) return; /* 2: SECCOMP_MODE_FILTER */
+  char err[256];
+  /* A nested Landlock domain (it only adds "no device nodes"): Landlock lets a process
+   * ptrace only processes of its own or a nested domain, so this one cannot reach the
+   * runner that started it, even as root. */
+  if (ka_sandbox_landlock_abi() > 0) {
+    sb_ll_attr attr = {.handled_access_fs =
+                           LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(uint64_t), 0);
+    if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
+      dprintf(2, "[kernelarena] sandbox: nested landlock domain: %s\n", strerror(errno));
+      _exit(125);
+    }
+    close(rs);
+  }
+  if (sb_drop_caps() != 0) {
+    dprintf(2, "[kernelarena] sandbox: capset: %s\n", strerror(errno));
+    _exit(125);
+  }
+  if (sb_seccomp_lock(err, sizeof err) != KA_OK) {
+    dprintf(2, "[kernelarena] sandbox: %s\n", err);
+    _exit(125);
+  }
+}
+
+int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
+                         char *err, size_t errlen) {
+  const char *names[KA_MAX_EDITABLE], *texts[KA_MAX_EDITABLE];
+  size_t lens[KA_MAX_EDITABLE];
+  int n = 0;
+  if (log) *log = NULL;
+  for (int i = 0; i < t->neditable && n < KA_MAX_EDITABLE; i++) {
+    if (t->launch_plan && !strcmp(t->editable[i], t->launch_plan)) continue;
+    for (size_t f = 0; f < job->n_candidate; f++)
+      if (!strcmp(job->candidate[f]->path, t->editable[i])) {
+        names[n] = t->editable[i];
+        texts[n] = (const char *)job->candidate[f]->content.data;
+        lens[n] = job->candidate[f]->content.len;
+        n++;
+      }
+  }
+  if (ka_include_check(t->language, names, texts, lens, n, log)) return KA_ECOMPILE;
+  return ka_sandbox_enter(job->workdir, t->mode && !strcmp(t->mode, "module"), err, errlen);
+}

@@ -1,0 +1,120 @@
+/* The sandbox of an evaluation: what ka-runner does to itself before submitted code is
+ * compiled or run, and the supervisor process that gpuexec starts around it.
+ *
+ * Layers (docs/sandbox.md describes each, what it covers and what it does not):
+ *   1. gpuexec (worker.c) starts `ka-runner --supervise`: a supervisor in its own
+ *      process group, a child subreaper (PR_SET_CHILD_SUBREAPER), with rlimits and a
+ *      scrubbed environment. It forks the real runner and, when the runner ends or the
+ *      deadline comes, kills every process the runner left behind (setsid() or double
+ *      fork do not escape it) and reports how many on KA_SANDBOX_STATUS_FD.
+ *   2. The include allowlist: every #include of a submission must name a header of
+ *      the task language's allowlist or another editable file of the task.
+ *   3. Landlock (when the kernel has it): the runner may read system directories and
+ *      write only its private workdir and /dev; the task folder, the trace store and
+ *      other evaluations' folders are out of reach, as is ptrace of outside processes.
+ *   4. seccomp-BPF (libseccomp), in two stages. First: no sockets (socketpair(AF_UNIX)
+ *      only), no ptrace, no privileged system calls. Second, the lock (in the runner
+ *      for rtc tasks, in each host module process before it loads submitted code): no
+ *      new process (fork, vfork, clone without CLONE_THREAD), no execve (such a call
+ *      stops the process with SIGSYS), no setsid/setpgid, signals only to itself.
+ *
+ * The operator (never the submission) can turn layers 3 and 4 off for diagnosis with
+ * KA_SANDBOX_LANDLOCK=0 / KA_SANDBOX_SECCOMP=0 in gpuexec's environment, and allow
+ * AF_UNIX sockets with KA_SANDBOX_UNIX=1 should a driver need them after its setup. */
+#ifndef KA_SANDBOX_H
+#define KA_SANDBOX_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernelarena.pb-c.h"
+#include "task.h"
+
+/* Descriptor on which the supervisor writes its one-line report to gpuexec:
+ * first "pid <runner pid>\n" once the runner is started, then
+ * "runner <wait status> leftovers <n> deadline <0|1>\n" when it is over. */
+#define KA_SANDBOX_STATUS_FD 4
+
+/* First argument of ka-runner that makes it the supervisor: `ka-runner --supervise RUNNER`. */
+#define KA_SANDBOX_SUPERVISE_ARG "--supervise"
+
+/* Report of one supervised evaluation, parsed from the status line. */
+typedef struct ka_sandbox_report {
+  int valid;       /* 1 if the supervisor reported */
+  int wstatus;     /* waitpid status of the runner */
+  int leftovers;   /* processes left behind by the runner, all killed */
+  int at_deadline; /* the supervisor was told to stop (SIGTERM) before the runner ended */
+} ka_sandbox_report;
+
+/* Parses a supervisor status line (text, NUL-terminated) into *r (inline: gpuexec
+ * uses it without linking the rest of the sandbox). Returns 0 on
+ * success, -1 if the text is not a complete report (r->valid stays 0). */
+static inline int ka_sandbox_parse_report(const char *text, ka_sandbox_report *r) {
+  memset(r, 0, sizeof *r);
+  const char *p = text ? strstr(text, "runner ") : NULL;
+  int st, left, dl;
+  if (!p || sscanf(p, "runner %d leftovers %d deadline %d", &st, &left, &dl) != 3) return -1;
+  r->valid = 1;
+  r->wstatus = st;
+  r->leftovers = left;
+  r->at_deadline = dl;
+  return 0;
+}
+
+/* Main of `ka-runner --supervise`: runs in the process gpuexec started (file
+ * descriptors 0-3 and the tensor memfds as for a runner, KA_SANDBOX_STATUS_FD for the
+ * report). Becomes a child subreaper, forks and execs `runner_path` (the runner, no
+ * arguments) in its own process group, waits for it, then kills and reaps every
+ * remaining descendant. SIGTERM makes it kill the runner at once (the deadline).
+ * Returns the process exit code (0 if the report was written). */
+int ka_sandbox_supervise(const char *runner_path);
+
+/* Applies the sandbox to the calling ka-runner before the candidate is compiled.
+ * workdir: the evaluation's private directory (read-write under Landlock).
+ * external_compiler: 1 if the backend compiles by running programs and runs submitted
+ * code in processes of its own (host: cc, then `ka-runner --host-module`): process
+ * creation then stays allowed here, and each such process locks itself with
+ * ka_sandbox_lock_inherited() before it loads submitted code. 0 (NVRTC in process, the
+ * candidate's kernels launched from here) locks at once. Call once, from the runner's
+ * main thread, after the backend is open (the CUDA driver initialised) and the baseline
+ * is built; the seccomp filters apply to every thread (TSYNC), Landlock to the calling
+ * thread and what it starts. Returns KA_OK, or KA_ESYS with the reason in err when a
+ * layer the kernel offers could not be applied (submitted code must then not run). */
+int ka_sandbox_enter(const char *workdir, int external_compiler, char *err, size_t errlen);
+
+/* In a process started by a sandboxed runner (it inherited the first seccomp stage):
+ * installs the second stage (no process creation, no execve, signals only to itself)
+ * before submitted code is loaded. Does nothing in a process that has no seccomp
+ * filter (a baseline's module process, or the operator turned seccomp off). A failure
+ * to lock ends the process (exit 125): submitted code must not run unlocked. */
+void ka_sandbox_lock_inherited(void);
+
+/* The runner's step between building the baseline and building the candidate: checks
+ * the includes of the candidate's editable sources (ka_include_check; the launch plan is
+ * not C), then applies the sandbox (ka_sandbox_enter; module-mode tasks compile with an
+ * external compiler and run submitted code in module processes, which lock
+ * themselves). Returns KA_OK;
+ * KA_ECOMPILE with the refusals in *log (malloc'd, caller frees); or KA_ESYS with the
+ * reason in err if the sandbox could not be applied. */
+int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
+                         char *err, size_t errlen);
+
+/* 1 if the running kernel offers Landlock (its ABI version > 0), else 0. */
+int ka_sandbox_landlock_abi(void);
+
+/* Checks every #include (also #include_next, #import, #embed, and the digraph and
+ * trigraph spellings of '#') of the submitted sources before they are compiled.
+ * Allowed: <name> or "name" where name is in the allowlist of `language` ("c", "cuda",
+ * "hip"), and "name" where name is one of names[0..n) (the task's other editable
+ * files). Refused: absolute paths, "..", any other header, and `#include MACRO`.
+ * Backslash-newline splices are undone first; comments between '#' and the operand are
+ * skipped. Conservative: an include-like text inside a comment or string literal is
+ * checked too. texts[i] has lens[i] bytes (need not be NUL-terminated).
+ * Returns 0 if every include is allowed; otherwise the number of refused includes, with
+ * a malloc'd log in *log (caller frees) naming file, line and the refused operand
+ * spelling as written (never the content of any file). */
+int ka_include_check(const char *language, const char *const *names, const char *const *texts,
+                     const size_t *lens, int n, char **log);
+
+#endif

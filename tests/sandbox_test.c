@@ -1,0 +1,247 @@
+/* Unit tests of the evaluation sandbox (gpuexec/sandbox.c): the include allowlist, the
+ * supervisor's report, and the seccomp and Landlock layers applied in child processes.
+ * usage: sandbox_test */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ka_common.h"
+#include "sandbox.h"
+
+static int failures;
+
+#define CHECK(cond, ...) \
+  do {                   \
+    if (cond) {          \
+      printf("ok   - "); \
+    } else {             \
+      printf("FAIL - "); \
+      failures++;        \
+    }                    \
+    printf(__VA_ARGS__); \
+    printf("\n");        \
+  } while (0)
+
+/* Runs the include check on one source named kernel.<ext> next to helper.h. */
+static int inc(const char *lang, const char *text, char **log) {
+  const char *names[] = {"kernel.src", "helper.h"};
+  const char *texts[] = {text, "int helper;\n"};
+  size_t lens[] = {strlen(text), 12};
+  return ka_include_check(lang, names, texts, lens, 2, log);
+}
+
+static void test_includes(void) {
+  struct {
+    const char *lang, *text;
+    int bad;
+  } cases[] = {
+      {"c", "#include <math.h>\n#include <stdint.h>\nint x;\n", 0},
+      {"c", "#include \"helper.h\"\n", 0},
+      {"c", "  #  include   <string.h>  // fine\n", 0},
+      {"cuda", "#include <cuda_fp16.h>\n#include <cooperative_groups/reduce.h>\n", 0},
+      {"hip", "#include <hip/hip_runtime.h>\n", 0},
+      {"c", "const char *s = \"#define X 1\";\n#define Y 2\n#pragma once\n", 0},
+      {"c", "#include \"/etc/passwd\"\n", 1},
+      {"c", "#include </etc/passwd>\n", 1},
+      {"cuda", "#include \"/etc/passwd\"\n", 1},
+      {"c", "#include \"../reference.c\"\n", 1},
+      {"c", "#include <sys/../../etc/passwd>\n", 1},
+      {"c", "#include <unistd.h>\n", 1},
+      {"c", "#define P \"/etc/passwd\"\n#include P\n", 1},
+      {"c", "%:include </etc/passwd>\n", 1},
+      {"c",
+       "?"
+       "?=include </etc/passwd>\n",
+       1},
+      {"c", "#inc\\\nlude </etc/passwd>\n", 1},
+      {"c", "# /* hidden */ include /* x */ </etc/passwd>\n", 1},
+      {"c", "#include_next <stdio.h>\n", 0},
+      {"c", "#include_next </etc/passwd>\n", 1},
+      {"c", "#embed \"/etc/passwd\"\n", 1},
+      {"c", "#import \"/etc/passwd\"\n", 1},
+      {"c", "#include <math.h\n", 1},
+      {"c", "/* #include </etc/passwd> */\n", 1}, /* conservative: comments checked too */
+      {"cuda", "#include \"helper.h\"\n#include <cuda/std/cstdint>\n", 0},
+      {"cuda", "#include <cuda/../../../etc/passwd>\n", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *log = NULL;
+    int bad = inc(cases[i].lang, cases[i].text, &log);
+    int want = cases[i].bad;
+    int ok = want ? bad >= 1 && log && strstr(log, "kernel.src:") : bad == 0 && !log;
+    CHECK(ok, "include check %s %.*s -> %d refused", cases[i].lang,
+          (int)strcspn(cases[i].text, "\n"), cases[i].text, bad);
+    /* the refusal names the operand as written, never a file's content */
+    if (log) CHECK(!strstr(log, "root:"), "log shows no file content");
+    free(log);
+  }
+  char *log = NULL;
+  int bad = inc("c", "#include <stdio.h>\n\n\n#include \"/etc/shadow\"\n", &log);
+  CHECK(bad == 1 && log && strstr(log, "kernel.src:4:") && strstr(log, "/etc/shadow"),
+        "refusal names file, line 4 and the operand: %s", log ? log : "(none)");
+  free(log);
+}
+
+static void test_report(void) {
+  ka_sandbox_report r;
+  CHECK(ka_sandbox_parse_report("pid 42\nrunner 9 leftovers 3 deadline 1\n", &r) == 0 && r.valid &&
+            r.wstatus == 9 && r.leftovers == 3 && r.at_deadline == 1,
+        "supervisor report parsed");
+  CHECK(ka_sandbox_parse_report("pid 42\n", &r) == -1 && !r.valid, "incomplete report refused");
+  CHECK(ka_sandbox_parse_report(NULL, &r) == -1 && !r.valid, "missing report refused");
+}
+
+/* Runs fn in a child that first enters the sandbox; returns the child's wait status. */
+static int in_child(const char *workdir, int external, int (*fn)(const char *), const char *arg) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    char err[512];
+    if (ka_sandbox_enter(workdir, external, err, sizeof err) != KA_OK) {
+      fprintf(stderr, "enter: %s\n", err);
+      _exit(100);
+    }
+    _exit(fn(arg));
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+/* Prints (no assertion: timing is not tested) what entering the sandbox costs. */
+static int do_time_enter(const char *workdir) {
+  double t0 = ka_now_s();
+  char err[512];
+  int rc = ka_sandbox_enter(workdir, 0, err, sizeof err);
+  printf("note - ka_sandbox_enter (Landlock + both seccomp stages) took %.2f ms\n",
+         (ka_now_s() - t0) * 1e3);
+  fflush(stdout);
+  return rc == KA_OK ? 0 : 1;
+}
+
+static int do_fork(const char *arg) {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  if (p > 0) waitpid(p, NULL, 0);
+  return p > 0 ? 0 : 1;
+}
+
+static int do_exec(const char *arg) {
+  char *argv[] = {"/bin/true", NULL};
+  execv(argv[0], argv);
+  return 1;
+}
+
+static int do_socket(const char *arg) {
+  int ok = socket(AF_INET, SOCK_STREAM, 0) < 0 && errno == EACCES;
+  ok = ok && socket(AF_INET6, SOCK_DGRAM, 0) < 0 && errno == EACCES;
+  ok = ok && socket(AF_UNIX, SOCK_STREAM, 0) < 0 && errno == EACCES;
+  int sv[2];
+  ok = ok && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0; /* allowed: connects nothing */
+  return ok ? 0 : 1;
+}
+
+static int do_signals(const char *arg) {
+  /* the parent (this test) must be out of reach; ourselves not */
+  int ok = kill(getppid(), 0) < 0 && errno == EPERM;
+  ok = ok && kill(1, 0) < 0 && errno == EPERM;
+  ok = ok && kill(getpid(), 0) == 0;
+  ok = ok && setsid() < 0 && errno == EPERM;
+  ok = ok && ptrace(PTRACE_ATTACH, getppid(), 0, 0) < 0 && errno == EPERM;
+  return ok ? 0 : 1;
+}
+
+static int do_files(const char *workdir) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/inside.txt", workdir);
+  int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int ok = fd >= 0;
+  if (fd >= 0) close(fd);
+  /* outside the workdir: neither readable nor writable */
+  int r = open("/etc/passwd", O_RDONLY);
+  ok = ok && r < 0 && errno == EACCES;
+  if (r >= 0) close(r);
+  snprintf(p, sizeof p, "%s/../escaped.txt", workdir);
+  int w = open(p, O_WRONLY | O_CREAT, 0644);
+  ok = ok && w < 0 && errno == EACCES;
+  if (w >= 0) close(w);
+  /* system libraries stay readable */
+  int l = open("/usr/include/stdio.h", O_RDONLY);
+  ok = ok && l >= 0;
+  if (l >= 0) close(l);
+  return ok ? 0 : 1;
+}
+
+static int do_deferred(const char *arg) {
+  /* external compiler: process creation allowed until a started process locks itself */
+  if (do_fork(NULL) != 0) return 1;
+  pid_t p = fork();
+  if (p == 0) {
+    ka_sandbox_lock_inherited();
+    pid_t q = fork(); /* SIGSYS */
+    (void)q;
+    _exit(3);
+  }
+  int st = 0;
+  waitpid(p, &st, 0);
+  return WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS ? 0 : 2;
+}
+
+static void test_layers(void) {
+  char wd[] = "/tmp/ka-sandbox-test-XXXXXX";
+  if (!mkdtemp(wd)) {
+    CHECK(0, "mkdtemp");
+    return;
+  }
+  char inner[600];
+  snprintf(inner, sizeof inner, "%s/work", wd);
+  mkdir(inner, 0700);
+  pid_t tp = fork();
+  if (tp == 0) _exit(do_time_enter(inner));
+  int tst = 0;
+  waitpid(tp, &tst, 0);
+  CHECK(WIFEXITED(tst) && WEXITSTATUS(tst) == 0, "the sandbox can be entered");
+  int st = in_child(inner, 0, do_fork, NULL);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS,
+        "fork after the lock stops the process (SIGSYS)");
+  st = in_child(inner, 0, do_exec, NULL);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS,
+        "execve after the lock stops the process (SIGSYS)");
+  st = in_child(inner, 0, do_socket, NULL);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "sockets refused (EACCES), socketpair allowed");
+  st = in_child(inner, 0, do_signals, NULL);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "signals to other processes, setsid and ptrace refused (EPERM)");
+  st = in_child(inner, 1, do_deferred, NULL);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "external compiler: fork allowed; a started process locks itself (exit %d)",
+        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  if (ka_sandbox_landlock_abi() > 0) {
+    st = in_child(inner, 0, do_files, inner);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "landlock ABI %d: workdir writable, /etc/passwd and the parent folder not",
+          ka_sandbox_landlock_abi());
+  } else {
+    printf("note - this kernel has no Landlock: file access is not confined here\n");
+  }
+  /* the sandboxed children changed nothing of ours */
+  CHECK(kill(getpid(), 0) == 0 && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) == 0,
+        "the test process itself is not sandboxed");
+  ka_rmtree(wd);
+}
+
+int main(void) {
+  test_includes();
+  test_report();
+  test_layers();
+  printf(failures ? "sandbox_test: %d FAILED\n" : "sandbox_test: all passed\n", failures);
+  return failures ? 1 : 0;
+}
