@@ -1,0 +1,290 @@
+/* Reward integrity on the host backend (docs/integrity.md): every adversarial candidate
+ * of tests/candidates/integrity/ is evaluated through the executor's own path
+ * (ka_evaluate: worker.c, a real ka-runner, module processes) and must get its expected
+ * verdict; the honest candidate must pass before and after them; a task whose physics
+ * floor the honest candidate cannot reach is FLAGGED; runners that return no verdict, a
+ * malformed one or an OK without timings give INFRA_ERROR; and the reward of every
+ * verdict is checked (FLAGGED and INFRA_ERROR are never rewarded).
+ *
+ * usage: integrity_test BIN_DIR SOURCE_DIR */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "envserver.h"
+#include "gpuexec.h"
+#include "ka_common.h"
+
+/* reward.c's allocation helpers live in server.c; this test links reward.c alone */
+void *es_xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q) abort();
+  return q;
+}
+char *es_xstrdup(const char *s) {
+  char *d = strdup(s ? s : "");
+  if (!d) abort();
+  return d;
+}
+
+static int failures;
+
+#define CHECK(cond, ...) \
+  do {                   \
+    if (cond) {          \
+      printf("ok   - "); \
+    } else {             \
+      printf("FAIL - "); \
+      failures++;        \
+    }                    \
+    printf(__VA_ARGS__); \
+    printf("\n");        \
+  } while (0)
+
+typedef struct expect {
+  const char *file;
+  int status[2];    /* accepted statuses (second 0 if one) */
+  const char *text; /* in the result's message, a case message or flag; NULL: none */
+} expect;
+
+static const expect k_expect[] = {
+    {"honest.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
+    {"zero_inputs.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "changed its input x"},
+    {"scribble_later.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "input x changed during"},
+    {"cache_ptr.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "differ from the baseline's"},
+    {"forge_fd.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
+    {"forge_exit.c", {KERNELARENA__V1__STATUS__RUNTIME_ERROR, 0}, "exited with code 0"},
+    {"timer_patch.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
+    {"nan_sentinel.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
+    {"nan_wild.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "NaN/Inf"},
+    {"bg_spin.c", {KERNELARENA__V1__STATUS__FLAGGED, 0}, "work outside the timed calls"},
+    {"bg_async.c", {KERNELARENA__V1__STATUS__INCORRECT, KERNELARENA__V1__STATUS__FLAGGED}, NULL},
+    {"early_reply.c", {KERNELARENA__V1__STATUS__RUNTIME_ERROR, 0}, "answered a call"},
+    {"honest.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
+};
+
+static const char *st_name(int st) {
+  const ProtobufCEnumValue *v =
+      protobuf_c_enum_descriptor_get_value(&kernelarena__v1__status__descriptor, st);
+  return v ? v->name : "?";
+}
+
+/* 1 if text occurs in the result's message or in any case's message or flag. */
+static int has_text(const Kernelarena__V1__Result *r, const char *text) {
+  if (r->message && strstr(r->message, text)) return 1;
+  for (size_t i = 0; i < r->n_cases; i++) {
+    if (r->cases[i]->message && strstr(r->cases[i]->message, text)) return 1;
+    if (r->cases[i]->flag && strstr(r->cases[i]->flag, text)) return 1;
+  }
+  return 0;
+}
+
+static void evaluate(const ka_exec_config *cfg, const char *task_id, const char *source_path,
+                     Kernelarena__V1__Result *res) {
+  const ka_task *t = ka_registry_find(cfg->tasks, task_id);
+  char *text = NULL;
+  size_t len = 0;
+  if (!t || ka_read_file(source_path, 1 << 20, &text, &len)) {
+    fprintf(stderr, "cannot read %s or find %s\n", source_path, task_id);
+    exit(2);
+  }
+  Kernelarena__V1__File f = KERNELARENA__V1__FILE__INIT, *fp = &f;
+  f.path = "gelu.c";
+  f.content.data = (uint8_t *)text;
+  f.content.len = len;
+  Kernelarena__V1__Job job = KERNELARENA__V1__JOB__INIT;
+  job.job_id = "integrity";
+  job.task_id = (char *)task_id;
+  job.task_version = t->version;
+  job.seed = 42;
+  job.files = &fp;
+  job.n_files = 1;
+  job.timeout_s = 60;
+  job.warmup = 1;
+  job.reps = 6;
+  Kernelarena__V1__Device dev = KERNELARENA__V1__DEVICE__INIT;
+  dev.backend = "host";
+  dev.index = 0;
+  kernelarena__v1__result__init(res);
+  ka_evaluate(cfg, &dev, &job, res);
+  free(text);
+}
+
+/* The reward of a result: FLAGGED gets 0 and flagged=1, INFRA_ERROR is refused. */
+static void check_reward(const char *what, const Kernelarena__V1__Result *res) {
+  es_reward rw;
+  int rc = es_reward_compute(res, &rw);
+  if (res->status == KERNELARENA__V1__STATUS__INFRA_ERROR) {
+    CHECK(rc != KA_OK, "%s: INFRA_ERROR is refused by the reward, never scored", what);
+  } else if (res->status == KERNELARENA__V1__STATUS__FLAGGED) {
+    double flagged = -1, sp = -1;
+    for (int i = 0; rc == KA_OK && i < rw.n; i++) {
+      if (!strcmp(rw.keys[i], "flagged")) flagged = rw.values[i];
+      if (!strcmp(rw.keys[i], "speedup_geomean")) sp = rw.values[i];
+    }
+    CHECK(rc == KA_OK && rw.reward == 0 && flagged == 1 && sp == 0,
+          "%s: FLAGGED is never rewarded (reward %.2f, flagged %.0f, speedup %.2f)", what,
+          rw.reward, flagged, sp);
+  } else if (res->status != KERNELARENA__V1__STATUS__OK) {
+    CHECK(rc == KA_OK && rw.reward <= 20.0, "%s: %s gets the failure reward (%.2f)", what,
+          st_name(res->status), rw.reward);
+  }
+  if (rc == KA_OK) es_reward_free(&rw);
+}
+
+/* A stand-in for ka-runner: a shell script that reads the job and writes `result_file`
+ * (or nothing) to the result channel. */
+static void fake_runner(const char *path, const char *result_file) {
+  char text[1024];
+  snprintf(text, sizeof text, "#!/bin/sh\ncat >/dev/null\n%s%s%s\nexit 0\n",
+           result_file ? "cat '" : "", result_file ? result_file : "", result_file ? "' >&3" : "");
+  if (ka_write_file(path, text, strlen(text)) || chmod(path, 0755)) exit(2);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3 && argc != 4) {
+    fprintf(stderr, "usage: integrity_test BIN_DIR SOURCE_DIR [ONLY_CANDIDATE]\n");
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *bin = argv[1], *src = argv[2];
+  char work[] = "/tmp/ka-integrity-XXXXXX";
+  if (!mkdtemp(work)) return 2;
+  char cmd[4096];
+  /* two task roots: the host GELU as it is, and a copy whose bytes expression puts the
+   * physics floor far above any real time */
+  snprintf(cmd, sizeof cmd,
+           "set -e; mkdir -p %s/tasks/host %s/floor/host %s/cache %s/tmp; "
+           "cp -r %s/tasks/host/gelu %s/tasks/host/; cp -r %s/tasks/host/gelu %s/floor/host/; "
+           "sed -i 's/n1M, n: 1048576}/n64K, n: 65536}/; s/n2M, n: 2097152}/n128K, n: 131075}/' "
+           "%s/tasks/host/gelu/task.yaml "
+           "%s/floor/host/gelu/task.yaml; "
+           "sed -i 's/^bytes: .*/bytes: \"8 * n * 1000000000\"/' %s/floor/host/gelu/task.yaml",
+           work, work, work, work, src, work, src, work, work, work, work);
+  if (system(cmd) != 0) return 2;
+  char err[2048], dir[PATH_MAX];
+  ka_registry *reg = NULL, *floor_reg = NULL;
+  snprintf(dir, sizeof dir, "%s/tasks", work);
+  if (ka_registry_load(dir, 0, &reg, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 2;
+  }
+  snprintf(dir, sizeof dir, "%s/floor", work);
+  if (ka_registry_load(dir, 0, &floor_reg, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 2;
+  }
+  char runner[PATH_MAX], cache[PATH_MAX], tmp[PATH_MAX];
+  char absbin[PATH_MAX];
+  if (!realpath(bin, absbin)) return 2;
+  snprintf(runner, sizeof runner, "%s/ka-runner", absbin);
+  snprintf(cache, sizeof cache, "%s/cache", work);
+  snprintf(tmp, sizeof tmp, "%s/tmp", work);
+  ka_exec_config cfg = {.runner_path = runner, .cache_dir = cache, .tmp_dir = tmp, .tasks = reg};
+
+  /* 1. adversarial candidates, the honest one first and last */
+  double honest_sp[2] = {0, 0};
+  int nhonest = 0;
+  for (size_t i = 0; i < sizeof k_expect / sizeof k_expect[0]; i++) {
+    const expect *e = &k_expect[i];
+    if (argc == 4 && strcmp(e->file, argv[3])) continue;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tests/candidates/integrity/%s", src, e->file);
+    Kernelarena__V1__Result res;
+    evaluate(&cfg, "host/gelu", path, &res);
+    int st = (int)res.status;
+    int st_ok = st == e->status[0] || (e->status[1] && st == e->status[1]);
+    CHECK(st_ok, "%s: %s (expected %s%s%s) %s", e->file, st_name(res.status), st_name(e->status[0]),
+          e->status[1] ? " or " : "", e->status[1] ? st_name(e->status[1]) : "",
+          res.message ? res.message : "");
+    if (e->text) CHECK(has_text(&res, e->text), "%s: the verdict says \"%s\"", e->file, e->text);
+    if (!st_ok || argc == 4) printf("%s", res.runtime_log ? res.runtime_log : "");
+    if (res.status == KERNELARENA__V1__STATUS__OK) {
+      int verified = 1;
+      for (size_t k = 0; k < res.n_cases; k++)
+        if (res.cases[k]->verified_calls < 1 || res.cases[k]->candidate_wall_ms <= 0) verified = 0;
+      CHECK(verified && res.n_cases == 2, "%s: every case has verified timed calls", e->file);
+    }
+    if (!strcmp(e->file, "honest.c") && res.status == KERNELARENA__V1__STATUS__OK && nhonest < 2)
+      honest_sp[nhonest++] = res.geomean_speedup;
+    if (!strcmp(e->file, "forge_fd.c"))
+      CHECK(!(res.runtime_log && strstr(res.runtime_log, "forge_fd: reached")),
+            "forge_fd.c: no descriptor or /proc path of the runner was writable");
+    if (!strcmp(e->file, "timer_patch.c")) {
+      int slow = res.n_cases == 2;
+      for (size_t k = 0; k < res.n_cases; k++)
+        if (!(res.cases[k]->candidate_ms >= 30.0)) slow = 0;
+      CHECK(slow,
+            "timer_patch.c: its 30 ms sleep is in the measured time (the patched clocks "
+            "are not the runner's)");
+    }
+    check_reward(e->file, &res);
+    ka_result_clear(&res);
+  }
+  if (argc == 4) return failures ? 1 : 0;
+  CHECK(nhonest == 2 && honest_sp[0] > 0 && honest_sp[1] > 0,
+        "the honest candidate passes before and after the adversarial ones (speedups %.3f, "
+        "%.3f)",
+        honest_sp[0], honest_sp[1]);
+
+  /* 2. physics floor: the honest candidate on a task claiming 1e9x the traffic */
+  {
+    ka_exec_config fc = cfg;
+    fc.tasks = floor_reg;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tests/candidates/integrity/honest.c", src);
+    Kernelarena__V1__Result res;
+    evaluate(&fc, "host/gelu", path, &res);
+    CHECK(res.status == KERNELARENA__V1__STATUS__FLAGGED && has_text(&res, "physics floor"),
+          "a time below the physics floor: %s (expected FLAGGED) %s", st_name(res.status),
+          res.message ? res.message : "");
+    int floor_set = res.n_cases >= 1 && res.cases[0]->floor_ms > 0;
+    CHECK(floor_set, "the flagged case reports its floor (%.3g ms)",
+          res.n_cases ? res.cases[0]->floor_ms : 0.0);
+    check_reward("physics floor", &res);
+    ka_result_clear(&res);
+  }
+
+  /* 3. a missing or malformed verdict is an infrastructure error, never a score */
+  {
+    char fake[PATH_MAX], garbage[PATH_MAX], okempty[PATH_MAX];
+    snprintf(fake, sizeof fake, "%s/fake-runner", work);
+    snprintf(garbage, sizeof garbage, "%s/garbage.bin", work);
+    snprintf(okempty, sizeof okempty, "%s/ok-empty.bin", work);
+    static const char junk[] = "\xff\xff\xff\xff garbage, not a RunnerResult";
+    if (ka_write_file(garbage, junk, sizeof junk - 1)) return 2;
+    /* a well-formed RunnerResult that says OK but has no cases */
+    Kernelarena__V1__RunnerResult rr = KERNELARENA__V1__RUNNER_RESULT__INIT;
+    rr.status = KERNELARENA__V1__STATUS__OK;
+    uint8_t buf[64];
+    size_t n = kernelarena__v1__runner_result__pack(&rr, buf);
+    if (ka_write_file(okempty, buf, n)) return 2;
+    const char *files[] = {NULL, garbage, okempty};
+    const char *what[] = {"no result", "a malformed result", "OK without cases"};
+    for (int k = 0; k < 3; k++) {
+      fake_runner(fake, files[k]);
+      ka_exec_config xc = cfg;
+      xc.runner_path = fake;
+      char path[PATH_MAX];
+      snprintf(path, sizeof path, "%s/tests/candidates/integrity/honest.c", src);
+      Kernelarena__V1__Result res;
+      evaluate(&xc, "host/gelu", path, &res);
+      CHECK(res.status == KERNELARENA__V1__STATUS__INFRA_ERROR && res.geomean_speedup == 0,
+            "runner returns %s: %s (expected INFRA_ERROR) %s", what[k], st_name(res.status),
+            res.message ? res.message : "");
+      check_reward(what[k], &res);
+      ka_result_clear(&res);
+    }
+  }
+
+  ka_registry_free(reg);
+  ka_registry_free(floor_reg);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work);
+  if (failures == 0) printf("integrity: all checks passed\n");
+  return failures ? 1 : 0;
+}
