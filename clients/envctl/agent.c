@@ -1,0 +1,1222 @@
+/* Agent adapters: run a coding-agent CLI inside an episode's workspace.
+ *
+ * One episode: Reset; write the workspace (editable files, prompt.md,
+ * .kernelarena/episode.json); start a step proxy (an nng REP socket that forwards the
+ * agent's Step requests for this episode to the server and records every result); run
+ * the CLI in its own process group with a time limit, stdout kept as the transcript;
+ * kill the group; optionally submit the final workspace; Close; write episode.json.
+ * The proxy is why the recorded steps can be trusted: the agent never writes them.
+ * Adapters: claude_code, codex, cursor, command, replay (docs/agents.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "agent.h"
+#include "envctl.h"
+#include "ka_common.h"
+
+volatile sig_atomic_t ec_agent_interrupted;
+
+/* ------------------------------------------------------------------ YAML -> JSON */
+
+static json_t *ec_yaml_scalar(const yaml_event_t *ev) {
+  const char *s = (const char *)ev->data.scalar.value;
+  size_t n = ev->data.scalar.length;
+  if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+    if (!strcmp(s, "true") || !strcmp(s, "True")) return json_true();
+    if (!strcmp(s, "false") || !strcmp(s, "False")) return json_false();
+    if (!strcmp(s, "null") || !strcmp(s, "~") || n == 0) return json_null();
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s && !*end && !errno) return json_integer(v);
+    double d = strtod(s, &end);
+    if (*s && !*end && isfinite(d)) return json_real(d);
+  }
+  return json_stringn(s, n);
+}
+
+/* Parses one node whose first event is ev (consumed); returns NULL on error. */
+static json_t *ec_yaml_node(yaml_parser_t *p, yaml_event_t *ev, char *err, size_t errlen) {
+  if (ev->type == YAML_SCALAR_EVENT) return ec_yaml_scalar(ev);
+  if (ev->type == YAML_ALIAS_EVENT) {
+    ka_seterr(err, errlen, KA_EPARSE, "line %zu: YAML aliases are not supported",
+              ev->start_mark.line + 1);
+    return NULL;
+  }
+  int is_map = ev->type == YAML_MAPPING_START_EVENT;
+  if (!is_map && ev->type != YAML_SEQUENCE_START_EVENT) {
+    ka_seterr(err, errlen, KA_EPARSE, "line %zu: unexpected YAML event", ev->start_mark.line + 1);
+    return NULL;
+  }
+  json_t *out = is_map ? json_object() : json_array();
+  for (;;) {
+    yaml_event_t e;
+    if (!yaml_parser_parse(p, &e)) {
+      ka_seterr(err, errlen, KA_EPARSE, "line %zu: %s", p->problem_mark.line + 1,
+                p->problem ? p->problem : "YAML error");
+      json_decref(out);
+      return NULL;
+    }
+    if (e.type == YAML_MAPPING_END_EVENT || e.type == YAML_SEQUENCE_END_EVENT) {
+      yaml_event_delete(&e);
+      return out;
+    }
+    if (is_map) {
+      if (e.type != YAML_SCALAR_EVENT) {
+        ka_seterr(err, errlen, KA_EPARSE, "line %zu: mapping keys must be scalars",
+                  e.start_mark.line + 1);
+        yaml_event_delete(&e);
+        json_decref(out);
+        return NULL;
+      }
+      char *key = strndup((const char *)e.data.scalar.value, e.data.scalar.length);
+      yaml_event_delete(&e);
+      yaml_event_t ve;
+      if (!key || !yaml_parser_parse(p, &ve)) {
+        free(key);
+        ka_seterr(err, errlen, KA_EPARSE, "line %zu: %s", p->problem_mark.line + 1,
+                  p->problem ? p->problem : "YAML error");
+        json_decref(out);
+        return NULL;
+      }
+      json_t *v = ec_yaml_node(p, &ve, err, errlen);
+      yaml_event_delete(&ve);
+      if (!v) {
+        free(key);
+        json_decref(out);
+        return NULL;
+      }
+      json_object_set_new(out, key, v);
+      free(key);
+    } else {
+      json_t *v = ec_yaml_node(p, &e, err, errlen);
+      yaml_event_delete(&e);
+      if (!v) {
+        json_decref(out);
+        return NULL;
+      }
+      json_array_append_new(out, v);
+    }
+  }
+}
+
+json_t *ec_yaml_load(const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    ka_seterr(err, errlen, KA_ENOENT, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  yaml_parser_t p;
+  yaml_parser_initialize(&p);
+  yaml_parser_set_input_file(&p, f);
+  json_t *out = NULL;
+  char e2[512] = "";
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&p, &ev)) {
+      snprintf(e2, sizeof e2, "line %zu: %s", p.problem_mark.line + 1,
+               p.problem ? p.problem : "YAML error");
+      break;
+    }
+    int t = ev.type;
+    if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT || t == YAML_SCALAR_EVENT) {
+      out = ec_yaml_node(&p, &ev, e2, sizeof e2);
+      yaml_event_delete(&ev);
+      break;
+    }
+    yaml_event_delete(&ev);
+    if (t == YAML_STREAM_END_EVENT) {
+      out = json_object(); /* empty file */
+      break;
+    }
+  }
+  yaml_parser_delete(&p);
+  fclose(f);
+  if (!out) ka_seterr(err, errlen, KA_EPARSE, "%s: %s", path, e2);
+  return out;
+}
+
+/* ------------------------------------------------------------------ step proxy */
+
+typedef struct ec_proxy {
+  nng_socket sock;
+  pthread_t thr;
+  atomic_int stop;
+  ka_client *up; /* the real server */
+  const char *episode;
+  const char *out_dir;
+  int timeout_s;
+  double t0;
+  int steps;       /* counted steps of the episode */
+  atomic_int busy; /* a request is being forwarded */
+  json_t *records;
+  char dir[64];
+  char url[128];
+} ec_proxy;
+
+static void ec_proxy_reply(ec_proxy *p, Kernelarena__V1__Response *r) {
+  size_t n = kernelarena__v1__response__get_packed_size(r);
+  nng_msg *m;
+  if (nng_msg_alloc(&m, n)) return;
+  kernelarena__v1__response__pack(r, nng_msg_body(m));
+  if (nng_sendmsg(p->sock, m, 0)) nng_msg_free(m);
+}
+
+static void ec_proxy_refuse(ec_proxy *p, uint64_t request_id, int code, const char *msg) {
+  Kernelarena__V1__Response r = KERNELARENA__V1__RESPONSE__INIT;
+  Kernelarena__V1__Error e = KERNELARENA__V1__ERROR__INIT;
+  e.code = code;
+  e.message = (char *)msg;
+  r.request_id = request_id;
+  r.body_case = KERNELARENA__V1__RESPONSE__BODY_ERROR;
+  r.error = &e;
+  ec_proxy_reply(p, &r);
+}
+
+/* Saves the submitted files of step n under out_dir/steps/<n>/. */
+static void ec_save_step_files(const char *out_dir, int n, const Kernelarena__V1__StepRequest *s) {
+  char d[PATH_MAX];
+  snprintf(d, sizeof d, "%s/steps/%d", out_dir, n);
+  ka_mkdirs(d);
+  for (size_t i = 0; i < s->n_files; i++) {
+    if (!ka_path_is_safe(s->files[i]->path)) continue;
+    char f[PATH_MAX + 300];
+    snprintf(f, sizeof f, "%s/%s", d, s->files[i]->path);
+    ka_write_file(f, s->files[i]->content.data, s->files[i]->content.len);
+  }
+}
+
+static void ec_proxy_record(ec_proxy *p, json_t *rec) {
+  json_array_append(p->records, rec);
+  char f[PATH_MAX];
+  snprintf(f, sizeof f, "%s/steps.jsonl", p->out_dir);
+  FILE *fp = fopen(f, "a");
+  if (fp) {
+    json_dumpf(rec, fp, JSON_COMPACT);
+    fputc('\n', fp);
+    fclose(fp);
+  }
+}
+
+static void ec_proxy_handle(ec_proxy *p, Kernelarena__V1__Request *rq) {
+  char err[512];
+  if (rq->body_case == KERNELARENA__V1__REQUEST__BODY_HEALTH) {
+    Kernelarena__V1__Response *r;
+    if (ka_client_call(p->up, rq, 10000, &r, err, sizeof err)) {
+      ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__UNAVAILABLE, err);
+      return;
+    }
+    ec_proxy_reply(p, r);
+    ka_client_free_response(r);
+    return;
+  }
+  if (rq->body_case != KERNELARENA__V1__REQUEST__BODY_STEP) {
+    ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT,
+                    "inside an agent episode only Step (envctl step) and Health are allowed");
+    return;
+  }
+  if (strcmp(rq->step->episode_id, p->episode)) {
+    snprintf(err, sizeof err, "this workspace belongs to episode %s, not %s", p->episode,
+             rq->step->episode_id);
+    ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, err);
+    return;
+  }
+  rq->step->expected_step = p->steps; /* the proxy knows the count; agents need not */
+  rq->deadline_ms = 0;
+  double t = ka_now_s() - p->t0;
+  Kernelarena__V1__Response *r;
+  if (ka_client_call(p->up, rq, p->timeout_s * 1000, &r, err, sizeof err)) {
+    ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__UNAVAILABLE, err);
+    return;
+  }
+  if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP) {
+    p->steps++;
+    ec_save_step_files(p->out_dir, p->steps, rq->step);
+    json_t *rec = ec_step_json(r->step);
+    json_object_set_new(rec, "t_s", json_real(t));
+    json_object_set_new(rec, "by", json_string(p->stop ? "adapter" : "agent"));
+    ec_proxy_record(p, rec);
+    json_decref(rec);
+  }
+  ec_proxy_reply(p, r);
+  ka_client_free_response(r);
+}
+
+static void *ec_proxy_main(void *arg) {
+  ec_proxy *p = arg;
+  while (atomic_load(&p->stop) < 2) {
+    nng_msg *m;
+    int rv = nng_recvmsg(p->sock, &m, 0);
+    if (rv == NNG_ETIMEDOUT) continue;
+    if (rv) break;
+    Kernelarena__V1__Request *rq =
+        kernelarena__v1__request__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
+    nng_msg_free(m);
+    if (!rq) {
+      ec_proxy_refuse(p, 0, KERNELARENA__V1__ERROR_CODE__MALFORMED, "undecodable request");
+      continue;
+    }
+    atomic_store(&p->busy, 1);
+    ec_proxy_handle(p, rq);
+    atomic_store(&p->busy, 0);
+    kernelarena__v1__request__free_unpacked(rq, NULL);
+  }
+  return NULL;
+}
+
+static int ec_proxy_start(ec_proxy *p, ka_client *up, const char *episode, const char *out_dir,
+                          int timeout_s, char *err, size_t errlen) {
+  memset(p, 0, sizeof *p);
+  p->up = up;
+  p->episode = episode;
+  p->out_dir = out_dir;
+  p->timeout_s = timeout_s;
+  p->records = json_array();
+  p->t0 = ka_now_s();
+  snprintf(p->dir, sizeof p->dir, "/tmp/ka-agent-XXXXXX"); /* short: ipc paths are <108 */
+  if (!mkdtemp(p->dir)) return ka_seterr(err, errlen, KA_ESYS, "mkdtemp: %s", strerror(errno));
+  snprintf(p->url, sizeof p->url, "ipc://%s/step.ipc", p->dir);
+  int rv;
+  if ((rv = nng_rep0_open(&p->sock)) || (rv = nng_listen(p->sock, p->url, NULL, 0))) {
+    ka_rmtree(p->dir);
+    return ka_seterr(err, errlen, KA_EIO, "step proxy %s: %s", p->url, nng_strerror(rv));
+  }
+  nng_socket_set_ms(p->sock, NNG_OPT_RECVTIMEO, 200);
+  nng_socket_set_size(p->sock, NNG_OPT_RECVMAXSZ, 128u << 20);
+  if (pthread_create(&p->thr, NULL, ec_proxy_main, p)) {
+    nng_close(p->sock);
+    ka_rmtree(p->dir);
+    return ka_seterr(err, errlen, KA_ESYS, "pthread_create failed");
+  }
+  return KA_OK;
+}
+
+static void ec_proxy_stop(ec_proxy *p) {
+  atomic_store(&p->stop, 2);
+  pthread_join(p->thr, NULL);
+  nng_close(p->sock);
+  ka_rmtree(p->dir);
+  json_decref(p->records);
+}
+
+/* ------------------------------------------------------------------ the CLI process */
+
+typedef struct ec_proc_result {
+  int exit_code; /* -1: killed by a signal or timed out */
+  int timed_out;
+  int interrupted;
+  double wall_s;
+} ec_proc_result;
+
+/* Runs argv (PATH lookup) in ws, in a new process group, stdin from in_path, stdout and
+ * stderr to files, with env (NULL-terminated "K=V" strings) added; kills the whole group
+ * when it exits, at timeout_s (SIGTERM, then SIGKILL after 2 s) or on interruption. */
+static int ec_run_cli(char *const argv[], const char *ws, char *const env[], const char *in_path,
+                      const char *out_path, const char *err_path, int timeout_s,
+                      ec_proc_result *res) {
+  memset(res, 0, sizeof *res);
+  /* the environment is built before fork: the child of a threaded process may only make
+   * async-signal-safe calls (`envctl run` runs episodes on several threads) */
+  extern char **environ;
+  size_t ne = 0, na = 0;
+  while (environ[ne]) ne++;
+  while (env[na]) na++;
+  char **envp = calloc(ne + na + 1, sizeof *envp);
+  if (!envp) return KA_ENOMEM;
+  size_t k = 0;
+  for (size_t i = 0; i < ne; i++) {
+    int replaced = 0;
+    for (size_t j = 0; j < na && !replaced; j++) {
+      size_t kl = strcspn(env[j], "=");
+      replaced = !strncmp(environ[i], env[j], kl + 1);
+    }
+    if (!replaced) envp[k++] = environ[i];
+  }
+  for (size_t j = 0; j < na; j++) envp[k++] = env[j];
+  envp[k] = NULL;
+  double t0 = ka_now_s();
+  pid_t pid = fork();
+  if (pid < 0) {
+    free(envp);
+    return KA_ESYS;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    if (chdir(ws) != 0) _exit(126);
+    int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
+    int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int er = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || er < 0) _exit(126);
+    dup2(in, 0), dup2(out, 1), dup2(er, 2);
+    execvpe(argv[0], argv, envp);
+    static const char msg[] =
+        "envctl agent: cannot run the agent CLI (not found or not executable)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  free(envp);
+  double deadline = t0 + timeout_s, term_at = 0;
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    double now = ka_now_s();
+    if (!term_at && (now > deadline || ec_agent_interrupted)) {
+      res->timed_out = now > deadline;
+      res->interrupted = !!ec_agent_interrupted;
+      kill(-pid, SIGTERM);
+      term_at = now;
+    } else if (term_at && now > term_at + 2) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    usleep(20000);
+  }
+  kill(-pid, SIGKILL); /* whatever the agent left running in its group */
+  res->wall_s = ka_now_s() - t0;
+  res->exit_code = !term_at && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return KA_OK;
+}
+
+/* ------------------------------------------------------------------ transcripts */
+
+static void ec_add_int(json_t *o, const char *key, json_t *v) {
+  if (!json_is_integer(v)) return;
+  json_t *cur = json_object_get(o, key);
+  json_object_set_new(o, key, json_integer(json_integer_value(cur) + json_integer_value(v)));
+}
+
+/* Reads tokens and cost from a transcript: Claude Code / cursor-agent stream-json
+ * (`result` events: total_cost_usd, usage, num_turns) and codex exec --json
+ * (`turn.completed` events: usage). Fills usage (object) and returns the cost in USD,
+ * or NAN when the transcript reports none. */
+static double ec_transcript_usage(const char *path, json_t *usage, json_t *agent) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NAN;
+  double cost = NAN;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  int events = 0;
+  while ((n = getline(&line, &cap, f)) > 0) {
+    json_error_t je;
+    json_t *ev = json_loadb(line, (size_t)n, 0, &je);
+    if (!json_is_object(ev)) {
+      json_decref(ev);
+      continue;
+    }
+    events++;
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    if (!type) type = "";
+    if (!strcmp(type, "system") && json_is_string(json_object_get(ev, "model")))
+      json_object_set(agent, "model_reported", json_object_get(ev, "model"));
+    if (!strcmp(type, "result")) { /* Claude Code and cursor-agent: totals of the session */
+      json_t *u = json_object_get(ev, "usage");
+      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
+      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
+      ec_add_int(usage, "cache_read_input_tokens", json_object_get(u, "cache_read_input_tokens"));
+      ec_add_int(usage, "cache_creation_input_tokens",
+                 json_object_get(u, "cache_creation_input_tokens"));
+      json_t *c = json_object_get(ev, "total_cost_usd");
+      if (json_is_number(c)) cost = (isnan(cost) ? 0 : cost) + json_number_value(c);
+      if (json_is_integer(json_object_get(ev, "num_turns")))
+        json_object_set(agent, "num_turns", json_object_get(ev, "num_turns"));
+      json_object_set_new(agent, "result_is_error",
+                          json_boolean(json_is_true(json_object_get(ev, "is_error"))));
+      if (json_is_string(json_object_get(ev, "subtype")))
+        json_object_set(agent, "result_subtype", json_object_get(ev, "subtype"));
+    } else if (!strcmp(type, "turn.completed") || !strcmp(type, "turn.failed")) { /* codex */
+      json_t *u = json_object_get(ev, "usage");
+      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
+      ec_add_int(usage, "cached_input_tokens", json_object_get(u, "cached_input_tokens"));
+      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
+      if (!strcmp(type, "turn.failed")) json_object_set_new(agent, "result_is_error", json_true());
+    }
+    json_decref(ev);
+  }
+  free(line);
+  fclose(f);
+  json_object_set_new(agent, "transcript_events", json_integer(events));
+  return cost;
+}
+
+/* ------------------------------------------------------------------ adapters */
+
+static const char *ec_cfg_str(const json_t *cfg, const char *key, const char *dflt) {
+  const char *s = json_string_value(json_object_get(cfg, key));
+  return s && *s ? s : dflt;
+}
+
+static int ec_cfg_int(const json_t *cfg, const char *key, int dflt) {
+  json_t *v = json_object_get(cfg, key);
+  if (json_is_integer(v)) return (int)json_integer_value(v);
+  if (json_is_string(v)) return atoi(json_string_value(v));
+  return dflt;
+}
+
+static int ec_cfg_bool(const json_t *cfg, const char *key, int dflt) {
+  json_t *v = json_object_get(cfg, key);
+  if (json_is_boolean(v)) return json_is_true(v);
+  if (json_is_string(v)) return !strcmp(json_string_value(v), "true");
+  return dflt;
+}
+
+int ec_adapter_known(const char *name) {
+  static const char *const names[] = {"claude_code", "codex", "cursor", "command", "replay"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strcmp(name, names[i])) return 1;
+  return 0;
+}
+
+typedef struct ec_argv {
+  char *v[96];
+  int n;
+} ec_argv;
+
+static void ec_argv_add(ec_argv *a, const char *s) {
+  if (a->n < 94) a->v[a->n++] = strdup(s);
+  a->v[a->n] = NULL;
+}
+
+static void ec_argv_free(ec_argv *a) {
+  for (int i = 0; i < a->n; i++) free(a->v[i]);
+  a->n = 0;
+}
+
+/* Builds the command line of a CLI adapter. The prompt goes on stdin for claude_code
+ * (--mcp-config takes several values and would swallow a trailing prompt) and codex
+ * (`-`), as the last argument for cursor-agent. */
+static int ec_adapter_argv(const char *adapter, const json_t *cfg, const char *ws,
+                           const char *prompt, const char *mcp_path, ec_argv *a, char *err,
+                           size_t errlen) {
+  const char *model = ec_cfg_str(cfg, "model", NULL), *effort = ec_cfg_str(cfg, "effort", NULL);
+  json_t *extra = json_object_get(cfg, "args");
+  if (!strcmp(adapter, "claude_code")) {
+    ec_argv_add(a, ec_cfg_str(cfg, "bin", "claude"));
+    ec_argv_add(a, "--print");
+    ec_argv_add(a, "--output-format");
+    ec_argv_add(a, "stream-json");
+    ec_argv_add(a, "--verbose"); /* required by --print with stream-json */
+    ec_argv_add(a, "--permission-mode");
+    ec_argv_add(a, ec_cfg_str(cfg, "permission_mode", "bypassPermissions"));
+    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
+    if (effort) ec_argv_add(a, "--effort"), ec_argv_add(a, effort);
+    if (mcp_path) ec_argv_add(a, "--mcp-config"), ec_argv_add(a, mcp_path);
+  } else if (!strcmp(adapter, "codex")) {
+    ec_argv_add(a, ec_cfg_str(cfg, "bin", "codex"));
+    ec_argv_add(a, "exec");
+    ec_argv_add(a, "--json");
+    ec_argv_add(a, "--cd");
+    ec_argv_add(a, ws);
+    ec_argv_add(a, "--skip-git-repo-check");
+    ec_argv_add(a, "--sandbox");
+    ec_argv_add(a, ec_cfg_str(cfg, "sandbox", "workspace-write"));
+    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
+    if (effort) {
+      char b[128];
+      snprintf(b, sizeof b, "model_reasoning_effort=\"%s\"", effort);
+      ec_argv_add(a, "-c"), ec_argv_add(a, b);
+    }
+  } else if (!strcmp(adapter, "cursor")) {
+    ec_argv_add(a, ec_cfg_str(cfg, "bin", "cursor-agent"));
+    ec_argv_add(a, "--print");
+    ec_argv_add(a, "--output-format");
+    ec_argv_add(a, "stream-json");
+    if (ec_cfg_bool(cfg, "force", 1)) ec_argv_add(a, "--force");
+    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
+  } else if (!strcmp(adapter, "command")) {
+    const char *cmd = ec_cfg_str(cfg, "command", NULL);
+    if (!cmd) return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
+    ec_argv_add(a, "/bin/sh");
+    ec_argv_add(a, "-c");
+    ec_argv_add(a, cmd);
+    return KA_OK;
+  } else {
+    return ka_seterr(err, errlen, KA_EINVAL, "unknown adapter '%s'", adapter);
+  }
+  size_t i;
+  json_t *v;
+  json_array_foreach(extra, i, v) if (json_is_string(v)) ec_argv_add(a, json_string_value(v));
+  if (!strcmp(adapter, "codex")) ec_argv_add(a, "-");
+  if (!strcmp(adapter, "cursor")) ec_argv_add(a, prompt);
+  return KA_OK;
+}
+
+/* {path: content} from "files" given as an object or as [{path, content}]; contents
+ * that are not strings (base64 objects of binary files) are left out. */
+static json_t *ec_replay_files(const json_t *fl) {
+  json_t *files = json_object();
+  if (json_is_object(fl)) {
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)fl, k, v) if (json_is_string(v)) json_object_set(files, k, v);
+  } else if (json_is_array(fl)) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(fl, i, v) {
+      const char *p = json_string_value(json_object_get(v, "path"));
+      json_t *c = json_object_get(v, "content");
+      if (p && json_is_string(c)) json_object_set(files, p, c);
+    }
+  }
+  return files;
+}
+
+/* Replay: the steps of a recorded episode, from a JSONL file (an `envctl export` episode
+ * line with "steps"; or one object per line with "files": {path: content} or
+ * [{path, content}]; lines without files are skipped) or a
+ * folder of step folders (an episode folder of a run: steps/<n>/; or <dir>/<n>/). Each
+ * is written into the workspace and submitted through the proxy like `envctl step`. */
+static int ec_replay(const json_t *cfg, ec_step_target *t, char *err, size_t errlen) {
+  const char *src = ec_cfg_str(cfg, "replay", NULL);
+  if (!src) return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
+  struct stat st;
+  if (stat(src, &st) != 0) return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
+  json_t *steps = json_array(); /* of {path: content} objects */
+  if (S_ISDIR(st.st_mode)) {
+    char base[PATH_MAX];
+    snprintf(base, sizeof base, "%s/steps", src);
+    if (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(base, sizeof base, "%s", src);
+    for (int n = 1; n <= 1000; n++) {
+      char d[PATH_MAX + 16];
+      snprintf(d, sizeof d, "%s/%d", base, n);
+      if (stat(d, &st) != 0) break;
+      json_t *files = json_object();
+      for (int i = 0; i < t->nfiles; i++) {
+        char f[PATH_MAX * 2];
+        snprintf(f, sizeof f, "%s/%s", d, t->files[i]);
+        char *buf;
+        size_t len;
+        if (ka_read_file(f, 0, &buf, &len) == KA_OK) {
+          json_object_set_new(files, t->files[i], json_stringn(buf, len));
+          free(buf);
+        }
+      }
+      json_array_append_new(steps, files);
+    }
+  } else {
+    FILE *f = fopen(src, "r");
+    int taken = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while (f && (n = getline(&line, &cap, f)) > 0) {
+      json_error_t je;
+      json_t *o = json_loadb(line, (size_t)n, 0, &je);
+      /* an episode line of `envctl export` ({"id", "steps": [{"files"}...]}): its steps,
+       * if it is the episode asked for (replay_episode) or the first one */
+      json_t *eps = json_object_get(o, "steps");
+      const char *want = ec_cfg_str(cfg, "replay_episode", NULL);
+      const char *id = json_string_value(json_object_get(o, "id"));
+      size_t k;
+      json_t *sv;
+      if (json_is_array(eps) && !taken && (!want || (id && !strcmp(want, id)))) {
+        json_array_foreach(eps, k, sv) {
+          json_t *files = ec_replay_files(json_object_get(sv, "files"));
+          if (json_object_size(files))
+            json_array_append_new(steps, files);
+          else
+            json_decref(files);
+        }
+        taken = 1;
+      }
+      json_t *files = ec_replay_files(json_object_get(o, "files"));
+      if (json_object_size(files))
+        json_array_append_new(steps, files);
+      else
+        json_decref(files);
+      json_decref(o);
+    }
+    free(line);
+    if (f) fclose(f);
+  }
+  if (json_array_size(steps) == 0) {
+    json_decref(steps);
+    return ka_seterr(err, errlen, KA_EINVAL, "replay %s: no recorded steps with files", src);
+  }
+  size_t i;
+  json_t *files;
+  int rc = KA_OK;
+  json_array_foreach(steps, i, files) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(files, k, v) {
+      char f[PATH_MAX * 2];
+      if (!ka_path_is_safe(k)) continue;
+      snprintf(f, sizeof f, "%s/%s", t->workspace, k);
+      ka_write_file(f, json_string_value(v), json_string_length(v));
+    }
+    json_t *r;
+    if ((rc = ec_step_submit(t, &r, err, errlen))) break;
+    int done = json_is_true(json_object_get(r, "truncated"));
+    json_decref(r);
+    if (done || ec_agent_interrupted) break;
+  }
+  json_decref(steps);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ one episode */
+
+static const char *ec_reset_info(const Kernelarena__V1__ResetResponse *r, const char *key) {
+  for (size_t i = 0; i < r->n_info; i++)
+    if (!strcmp(r->info[i]->key, key)) return r->info[i]->value;
+  return NULL;
+}
+
+/* 1 if the workspace's editable files differ from the last submitted ones. */
+static int ec_workspace_changed(const char *ws, const char *out_dir, int last_step,
+                                const ec_step_target *t) {
+  if (last_step == 0) return 1;
+  for (int i = 0; i < t->nfiles; i++) {
+    char a[PATH_MAX * 2], b[PATH_MAX * 2];
+    snprintf(a, sizeof a, "%s/%s", ws, t->files[i]);
+    snprintf(b, sizeof b, "%s/steps/%d/%s", out_dir, last_step, t->files[i]);
+    char *x = NULL, *y = NULL;
+    size_t lx = 0, ly = 0;
+    int rx = ka_read_file(a, 0, &x, &lx), ry = ka_read_file(b, 0, &y, &ly);
+    int diff = rx != ry || (rx == KA_OK && (lx != ly || memcmp(x, y, lx)));
+    free(x), free(y);
+    if (diff) return 1;
+  }
+  return 0;
+}
+
+/* Fills the score fields of res from the recorded steps: reward of the last or the
+ * best step, that step's number, status, correctness and speedup. */
+static void ec_score(json_t *res, json_t *steps, int best) {
+  size_t i, pick = (size_t)-1;
+  json_t *s;
+  double top = -INFINITY;
+  json_array_foreach(steps, i, s) {
+    double r = json_number_value(json_object_get(s, "reward"));
+    if (!best || r > top) top = r, pick = i;
+  }
+  if (pick == (size_t)-1) {
+    json_object_set_new(res, "reward", json_real(0));
+    json_object_set_new(res, "scored_step", json_null());
+    json_object_set_new(res, "correct", json_false());
+    json_object_set_new(res, "speedup", json_null());
+    json_object_set_new(res, "step_status", json_null());
+    return;
+  }
+  s = json_array_get(steps, pick);
+  json_object_set(res, "reward", json_object_get(s, "reward"));
+  json_object_set(res, "scored_step", json_object_get(s, "step"));
+  json_object_set(res, "correct", json_object_get(s, "correct"));
+  json_object_set(res, "speedup", json_object_get(s, "speedup_geomean"));
+  json_object_set(res, "step_status", json_object_get(s, "status"));
+  double bestr = -INFINITY;
+  json_array_foreach(steps, i, s) bestr =
+      fmax(bestr, json_number_value(json_object_get(s, "reward")));
+  json_object_set_new(res, "best_reward", json_real(bestr));
+}
+
+json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
+  char err[1024] = "";
+  const char *adapter = ec_cfg_str(agent_cfg, "adapter", "command");
+  /* the run's (or the command line's) reward mode wins over the agent config's */
+  int best = !strcmp(rq->reward ? rq->reward : ec_cfg_str(agent_cfg, "reward", "last"), "best");
+  int timeout_s = ec_cfg_int(agent_cfg, "timeout_s", 1800);
+  int max_steps = rq->max_steps > 0 ? rq->max_steps : ec_cfg_int(agent_cfg, "max_steps", 20);
+  const char *final_eval = ec_cfg_str(agent_cfg, "final_eval", "if_changed");
+  double started = ka_wall_s();
+  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
+                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
+                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
+                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
+                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
+  json_t *steps = NULL;
+  ka_mkdirs(rq->out_dir);
+  if (!ec_adapter_known(adapter)) {
+    snprintf(err, sizeof err, "unknown adapter '%s' (claude_code, codex, cursor, command, replay)",
+             adapter);
+    goto fail;
+  }
+  /* reset */
+  char steps_buf[32];
+  snprintf(steps_buf, sizeof steps_buf, "%d", max_steps);
+  Kernelarena__V1__ResetRequest__OptionsEntry opt[3], *optp[3];
+  const char *keys[3] = {"max_steps", "run", "label"};
+  const char *vals[3] = {steps_buf, rq->run, rq->label};
+  Kernelarena__V1__ResetRequest rs = KERNELARENA__V1__RESET_REQUEST__INIT;
+  for (int i = 0; i < 3; i++) {
+    if (!vals[i] || !*vals[i]) continue;
+    kernelarena__v1__reset_request__options_entry__init(&opt[rs.n_options]);
+    opt[rs.n_options].key = (char *)keys[i];
+    opt[rs.n_options].value = (char *)vals[i];
+    optp[rs.n_options] = &opt[rs.n_options];
+    rs.n_options++;
+  }
+  rs.options = optp;
+  rs.task_id = (char *)rq->task;
+  rs.seed = rq->seed;
+  rs.has_seed = rq->has_seed;
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
+  req.reset = &rs;
+  Kernelarena__V1__Response *rr;
+  if (ka_client_call(c, &req, rq->timeout_s * 1000, &rr, err, sizeof err)) goto fail;
+  if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
+    snprintf(err, sizeof err, "reset: %s: %s",
+             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR
+                 ? ka_error_code_name(rr->error->code)
+                 : "unexpected response",
+             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? rr->error->message : "");
+    ka_client_free_response(rr);
+    goto fail;
+  }
+  Kernelarena__V1__ResetResponse *reset = rr->reset;
+  const Kernelarena__V1__Observation *obs = reset->observation;
+  json_object_set_new(res, "episode_id", json_string(reset->episode_id));
+  json_object_set_new(res, "seed", json_integer((json_int_t)reset->seed));
+  const char *tv = ec_reset_info(reset, "task_version");
+  json_object_set_new(res, "task_version", json_string(tv ? tv : ""));
+  if (obs->device && obs->device->name)
+    json_object_set_new(res, "device",
+                        json_pack("{s:s, s:s, s:s}", "name", obs->device->name, "backend",
+                                  obs->device->backend ? obs->device->backend : "", "arch",
+                                  obs->device->arch ? obs->device->arch : ""));
+
+  /* workspace */
+  char ws[PATH_MAX], p[PATH_MAX + 64];
+  snprintf(ws, sizeof ws, "%s/workspace", rq->out_dir);
+  ka_rmtree(ws);
+  snprintf(p, sizeof p, "%s/.kernelarena", ws);
+  ka_mkdirs(p);
+  json_t *flist = json_array();
+  ka_sb files_env = {0};
+  for (size_t i = 0; i < obs->n_files; i++) {
+    snprintf(p, sizeof p, "%s/%s", ws, obs->files[i]->path);
+    ka_write_file(p, obs->files[i]->content.data, obs->files[i]->content.len);
+    json_array_append_new(flist, json_string(obs->files[i]->path));
+    ka_sb_printf(&files_env, "%s%s", i ? " " : "", obs->files[i]->path);
+  }
+  char prompt_path[PATH_MAX + 64];
+  snprintf(prompt_path, sizeof prompt_path, "%s/prompt.md", ws);
+  ka_write_file(prompt_path, obs->prompt, strlen(obs->prompt));
+  ec_proxy px;
+  if (ec_proxy_start(&px, c, reset->episode_id, rq->out_dir, rq->timeout_s, err, sizeof err)) {
+    json_decref(flist);
+    ka_sb_free(&files_env);
+    goto close;
+  }
+  json_t *state = json_pack("{s:s, s:s, s:s, s:O, s:i}", "server", px.url, "episode",
+                            reset->episode_id, "task", rq->task, "files", flist, "step", 0);
+  snprintf(p, sizeof p, "%s/.kernelarena/episode.json", ws);
+  json_dump_file(state, p, JSON_INDENT(2));
+  json_decref(state);
+  json_decref(flist);
+
+  ec_step_target tgt;
+  if (ec_step_target_load(ws, px.url, reset->episode_id, &tgt, err, sizeof err)) {
+    ec_proxy_stop(&px);
+    ka_sb_free(&files_env);
+    goto close;
+  }
+  tgt.timeout_s = rq->timeout_s;
+
+  /* the agent */
+  json_t *agent = json_object();
+  json_t *usage = json_object();
+  char cli_err[PATH_MAX + 128] = "";
+  double cost = NAN;
+  if (!strcmp(adapter, "replay")) {
+    double t0 = ka_now_s();
+    if (ec_replay(agent_cfg, &tgt, err, sizeof err))
+      json_object_set_new(agent, "error", json_string(err));
+    err[0] = 0;
+    json_object_set_new(agent, "wall_s", json_real(ka_now_s() - t0));
+    json_object_set_new(agent, "exit_code", json_integer(0));
+    json_object_set_new(agent, "timed_out", json_false());
+  } else {
+    char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
+    ka_exe_dir(exe, sizeof exe);
+    if (ec_cfg_bool(agent_cfg, "mcp", 0)) {
+      snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", rq->out_dir);
+      char envctl_path[PATH_MAX + 16];
+      snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
+      json_t *m =
+          json_pack("{s:{s:{s:s, s:s, s:[s, s, s], s:{s:s, s:s}}}}", "mcpServers", "kernelarena",
+                    "type", "stdio", "command", envctl_path, "args", "mcp", "--workspace", ws,
+                    "env", "KA_SERVER", px.url, "KA_EPISODE", reset->episode_id);
+      json_dump_file(m, mcp_path, JSON_INDENT(2));
+      json_decref(m);
+    }
+    ec_argv av = {0};
+    if (ec_adapter_argv(adapter, agent_cfg, ws, obs->prompt, mcp_path[0] ? mcp_path : NULL, &av,
+                        err, sizeof err)) {
+      ec_step_target_free(&tgt);
+      ec_proxy_stop(&px);
+      ka_sb_free(&files_env);
+      json_decref(agent), json_decref(usage);
+      goto close;
+    }
+    /* environment of the agent */
+    char e_srv[700], e_ep[200], e_ws[PATH_MAX + 16], e_pf[PATH_MAX + 32], e_task[300],
+        e_path[16384], e_files[4096];
+    char *e_prompt = malloc(strlen(obs->prompt) + 16);
+    snprintf(e_srv, sizeof e_srv, "KA_SERVER=%s", px.url);
+    snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", reset->episode_id);
+    snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", ws);
+    snprintf(e_pf, sizeof e_pf, "KA_PROMPT_FILE=%s", prompt_path);
+    snprintf(e_task, sizeof e_task, "KA_TASK=%s", rq->task);
+    snprintf(e_files, sizeof e_files, "KA_FILES=%s", files_env.s ? files_env.s : "");
+    const char *path = getenv("PATH");
+    snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
+    sprintf(e_prompt, "KA_PROMPT=%s", obs->prompt);
+    char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
+    const char *tname = !strcmp(adapter, "command") && !ec_cfg_bool(agent_cfg, "stream_json", 0)
+                            ? "transcript.txt"
+                            : "transcript.jsonl";
+    char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
+    snprintf(tpath, sizeof tpath, "%s/%s", rq->out_dir, tname);
+    snprintf(epath, sizeof epath, "%s/agent.stderr", rq->out_dir);
+    json_t *cmdline = json_array();
+    for (int i = 0; i < av.n; i++)
+      json_array_append_new(
+          cmdline, json_string(i == av.n - 1 && !strcmp(adapter, "cursor") ? "<prompt>" : av.v[i]));
+    json_object_set_new(agent, "argv", cmdline);
+    ec_proc_result pr;
+    px.t0 = ka_now_s();
+    int rc = ec_run_cli(av.v, ws, env, prompt_path, tpath, epath, timeout_s, &pr);
+    free(e_prompt);
+    ec_argv_free(&av);
+    if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
+    json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
+    json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
+    json_object_set_new(agent, "interrupted", json_boolean(pr.interrupted));
+    json_object_set_new(agent, "wall_s", json_real(pr.wall_s));
+    json_object_set_new(agent, "timeout_s", json_integer(timeout_s));
+    json_object_set_new(agent, "transcript", json_string(tname));
+    json_object_set_new(agent, "stderr", json_string("agent.stderr"));
+    cost = ec_transcript_usage(tpath, usage, agent);
+    if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
+      snprintf(cli_err, sizeof cli_err, "the agent CLI could not be started (exit %d; see %s)",
+               pr.exit_code, epath);
+  }
+  ka_sb_free(&files_env);
+  /* a step the agent started before it ended is still recorded (the proxy finishes it) */
+  for (double until = ka_now_s() + rq->timeout_s; atomic_load(&px.busy) && ka_now_s() < until;)
+    usleep(20000);
+  /* the final workspace, if the agent changed it after its last step */
+  int final_done = 0;
+  if (!ec_agent_interrupted && !cli_err[0] && strcmp(adapter, "replay") && px.steps < max_steps &&
+      (!strcmp(final_eval, "always") || (!strcmp(final_eval, "if_changed") &&
+                                         ec_workspace_changed(ws, rq->out_dir, px.steps, &tgt)))) {
+    atomic_store(&px.stop, 1); /* marks the step as the adapter's; the proxy keeps serving */
+    json_t *r;
+    tgt.step = px.steps;
+    if (ec_step_submit(&tgt, &r, err, sizeof err) == KA_OK) {
+      final_done = 1;
+      json_decref(r);
+    } else {
+      json_object_set_new(agent, "final_eval_error", json_string(err));
+    }
+    err[0] = 0;
+  }
+  json_object_set_new(res, "final_eval", json_boolean(final_done));
+  /* the proxy only stops once the last step is recorded */
+  atomic_store(&px.stop, 2);
+  pthread_join(px.thr, NULL);
+  px.stop = 2;
+  steps = json_incref(px.records);
+  nng_close(px.sock);
+  ka_rmtree(px.dir);
+  json_decref(px.records);
+  ec_step_target_free(&tgt);
+  json_object_set_new(agent, "usage", usage);
+  json_object_set_new(agent, "cost_usd", ec_json_num(cost));
+  json_object_set_new(res, "agent", agent);
+  if (cli_err[0]) snprintf(err, sizeof err, "%s", cli_err);
+
+close:;
+  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
+  cl.episode_id = reset->episode_id;
+  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
+  creq.close = &cl;
+  Kernelarena__V1__Response *cr;
+  char e2[256];
+  if (ka_client_call(c, &creq, 30000, &cr, e2, sizeof e2) == KA_OK) ka_client_free_response(cr);
+  ka_client_free_response(rr);
+fail:
+  if (!steps) steps = json_array();
+  json_object_set_new(res, "steps", steps);
+  json_object_set_new(res, "n_steps", json_integer((json_int_t)json_array_size(steps)));
+  ec_score(res, steps, best);
+  if (err[0]) {
+    json_object_set_new(res, "status", json_string("error"));
+    json_object_set_new(res, "error", json_string(err));
+  } else if (ec_agent_interrupted) {
+    json_object_set_new(res, "status", json_string("interrupted"));
+  } else {
+    json_object_set_new(res, "status",
+                        json_string(json_array_size(steps) ? "completed" : "no_steps"));
+  }
+  /* the scored step's files are the episode's final kernel */
+  json_t *ss = json_object_get(res, "scored_step");
+  if (json_is_integer(ss)) {
+    char from[PATH_MAX + 32], to[PATH_MAX + 32];
+    snprintf(from, sizeof from, "%s/steps/%d", rq->out_dir, (int)json_integer_value(ss));
+    snprintf(to, sizeof to, "%s/final", rq->out_dir);
+    DIR *d = opendir(from);
+    struct dirent *de;
+    ka_mkdirs(to);
+    while (d && (de = readdir(d))) {
+      if (de->d_name[0] == '.') continue;
+      char a[PATH_MAX * 2], b[PATH_MAX * 2];
+      snprintf(a, sizeof a, "%s/%s", from, de->d_name);
+      snprintf(b, sizeof b, "%s/%s", to, de->d_name);
+      char *x;
+      size_t lx;
+      if (ka_read_file(a, 0, &x, &lx) == KA_OK) ka_write_file(b, x, lx), free(x);
+    }
+    if (d) closedir(d);
+  }
+  /* held-out scoring of the final kernel: needs the server's admin Evaluate (not yet in
+   * the protocol); recorded as not run so that reports can tell. */
+  json_object_set_new(res, "held_out",
+                      rq->held_out ? json_pack("{s:s}", "status",
+                                               "unavailable: the server has no "
+                                               "held-out Evaluate yet")
+                                   : json_null());
+  json_object_set_new(res, "finished_at", json_real(ka_wall_s()));
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/episode.json", rq->out_dir);
+  json_dump_file(res, path, JSON_INDENT(2));
+  return res;
+}
+
+/* ------------------------------------------------------------------ envctl agent */
+
+static void ec_agent_on_signal(int sig) {
+  ec_agent_interrupted = sig;
+}
+
+void ec_agent_install_signals(void) {
+  struct sigaction sa = {.sa_handler = ec_agent_on_signal};
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+const char *ec_find_tasks_dir(const char *given, char *buf, size_t len) {
+  if (given) return given;
+  struct stat st;
+  if (stat("tasks", &st) == 0 && S_ISDIR(st.st_mode)) return "tasks";
+  char exe[PATH_MAX];
+  if (ka_exe_dir(exe, sizeof exe) == KA_OK) {
+    char b[PATH_MAX + 32];
+    snprintf(b, sizeof b, "%s/../../tasks", exe);
+    char *r = realpath(b, NULL);
+    if (r) {
+      snprintf(buf, len, "%s", r);
+      free(r);
+      return buf;
+    }
+  }
+  return "tasks";
+}
+
+/* Sets key=value in an agent config object (value parsed as YAML would be: integers
+ * and booleans become numbers and booleans). */
+int ec_cfg_set(json_t *cfg, const char *kv) {
+  const char *eq = strchr(kv, '=');
+  if (!eq || eq == kv) return KA_EINVAL;
+  char *key = strndup(kv, (size_t)(eq - kv));
+  const char *v = eq + 1;
+  char *end;
+  long long n = strtoll(v, &end, 10);
+  json_t *jv;
+  if (*v && !*end)
+    jv = json_integer(n);
+  else if (!strcmp(v, "true") || !strcmp(v, "false"))
+    jv = json_boolean(!strcmp(v, "true"));
+  else
+    jv = json_string(v);
+  json_object_set_new(cfg, key, jv);
+  free(key);
+  return KA_OK;
+}
+
+int ec_agent_main(int argc, char **argv) {
+  static const struct option opts[] = {{"task", required_argument, 0, 't'},
+                                       {"adapter", required_argument, 0, 'a'},
+                                       {"config", required_argument, 0, 'c'},
+                                       {"set", required_argument, 0, 'x'},
+                                       {"out", required_argument, 0, 'O'},
+                                       {"seed", required_argument, 0, 'S'},
+                                       {"max-steps", required_argument, 0, 'n'},
+                                       {"reward", required_argument, 0, 'r'},
+                                       {"server", required_argument, 0, 's'},
+                                       {"tasks", required_argument, 0, 'T'},
+                                       {"backends", required_argument, 0, 'b'},
+                                       {"timeout", required_argument, 0, 'o'},
+                                       {"verbose", no_argument, 0, 'v'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  json_t *cfg = json_object();
+  ec_episode_req rq = {.timeout_s = 900, .run = "default"};
+  ec_opts o = {0};
+  const char *out = NULL;
+  char err[1024];
+  int c, rc = 2;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+      case 't':
+        rq.task = optarg;
+        break;
+      case 'a':
+        json_object_set_new(cfg, "adapter", json_string(optarg));
+        break;
+      case 'c': {
+        json_t *y = ec_yaml_load(optarg, err, sizeof err);
+        json_t *a = json_object_get(y, "agent");
+        if (!json_is_object(a)) a = y;
+        if (!json_is_object(a)) {
+          fprintf(stderr, "envctl agent: %s\n", y ? "the config is not a mapping" : err);
+          json_decref(y);
+          goto out;
+        }
+        json_object_update(cfg, a);
+        json_decref(y);
+        break;
+      }
+      case 'x':
+        if (ec_cfg_set(cfg, optarg)) {
+          fprintf(stderr, "envctl agent: --set needs KEY=VALUE\n");
+          goto out;
+        }
+        break;
+      case 'O':
+        out = optarg;
+        break;
+      case 'S':
+        rq.seed = strtoull(optarg, NULL, 0);
+        rq.has_seed = 1;
+        break;
+      case 'n':
+        rq.max_steps = atoi(optarg);
+        break;
+      case 'r':
+        rq.reward = optarg;
+        break;
+      case 's':
+        o.server = optarg;
+        break;
+      case 'T':
+        o.tasks = optarg;
+        break;
+      case 'b':
+        o.backends = optarg;
+        break;
+      case 'o':
+        rq.timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
+        break;
+      case 'v':
+        o.verbose = 1;
+        break;
+      case 'h':
+        printf(
+            "usage: envctl agent --task ID --adapter NAME [--config FILE] [--set KEY=VALUE]...\n"
+            "                    [--out DIR] [--seed S] [--max-steps N] [--reward last|best]\n"
+            "                    [--server URL] [--tasks DIR] [--backends LIST]\n"
+            "Runs one episode with a coding-agent adapter (claude_code, codex, cursor, command,\n"
+            "replay) and writes DIR/episode.json, the transcript and every step's files.\n"
+            "See docs/agents.md.\n");
+        rc = 0;
+        goto out;
+      default:
+        goto out;
+    }
+  }
+  if (!rq.task || optind < argc) {
+    fprintf(stderr, "envctl agent: %s\n",
+            optind < argc ? "unexpected argument" : "needs --task ID (see `envctl tasks`)");
+    goto out;
+  }
+  if (!ec_adapter_known(ec_cfg_str(cfg, "adapter", "command"))) {
+    fprintf(stderr, "envctl agent: unknown adapter '%s'\n", ec_cfg_str(cfg, "adapter", ""));
+    goto out;
+  }
+  char outbuf[PATH_MAX];
+  if (!out) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(outbuf, sizeof outbuf, "%s/kernelarena-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(outbuf)) {
+      perror("mkdtemp");
+      rc = 1;
+      goto out;
+    }
+    out = outbuf;
+  }
+  char absout[PATH_MAX];
+  ka_mkdirs(out);
+  if (!realpath(out, absout)) snprintf(absout, sizeof absout, "%s", out);
+  rq.out_dir = absout;
+  char tbuf[PATH_MAX];
+  o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
+  ec_agent_install_signals();
+  ec_embedded emb = {0};
+  const char *url = o.server;
+  if (!url) {
+    if (ec_embedded_start(&o, &emb, err, sizeof err)) {
+      fprintf(stderr, "envctl agent: %s\n", err);
+      rc = 1;
+      goto out;
+    }
+    url = emb.url;
+  }
+  ka_client *cl;
+  if (ka_client_open(url, &cl, err, sizeof err)) {
+    fprintf(stderr, "envctl agent: %s\n", err);
+    rc = 1;
+  } else {
+    json_t *res = ec_agent_episode(cl, cfg, &rq);
+    ka_client_close(cl);
+    const char *st = json_string_value(json_object_get(res, "status"));
+    printf("episode %s: task %s, adapter %s, %s, %d step%s, reward %.2f (%s step: %lld)\n",
+           json_string_value(json_object_get(res, "episode_id"))
+               ? json_string_value(json_object_get(res, "episode_id"))
+               : "-",
+           rq.task, ec_cfg_str(cfg, "adapter", "command"), st,
+           (int)json_integer_value(json_object_get(res, "n_steps")),
+           json_integer_value(json_object_get(res, "n_steps")) == 1 ? "" : "s",
+           json_number_value(json_object_get(res, "reward")),
+           json_string_value(json_object_get(res, "reward_mode")),
+           (long long)json_integer_value(json_object_get(res, "scored_step")));
+    if (json_is_string(json_object_get(res, "error")))
+      fprintf(stderr, "envctl agent: %s\n", json_string_value(json_object_get(res, "error")));
+    printf("results: %s/episode.json\n", absout);
+    rc = !strcmp(st, "error") || !strcmp(st, "interrupted") ? 1 : 0;
+    json_decref(res);
+  }
+  if (!o.server) ec_embedded_stop(&emb, 0);
+out:
+  json_decref(cfg);
+  return rc;
+}

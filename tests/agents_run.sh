@@ -1,0 +1,116 @@
+#!/bin/sh
+# `envctl run`: a run config with the command adapter on a real envserver + gpuexec
+# (host backend), interrupted with SIGINT after its first episode and finished with
+# --resume; a task that cannot run counts as a failure; the run folder's format.
+# usage: agents_run.sh BIN_DIR SOURCE_DIR
+set -u
+BIN=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+WORK=$(mktemp -d /tmp/ka-run-XXXXXX)
+fail=0
+cleanup() {
+  [ -n "${RUN_PID:-}" ] && kill "$RUN_PID" 2>/dev/null
+  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
+  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+check() {
+  desc=$1
+  shift
+  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
+}
+jcheck() {
+  check "$1" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($3) else 1)" "$2"
+}
+
+mkdir -p "$WORK/tasks/host"
+cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
+# (and a generous evaluation time limit: CI machines may be loaded)
+sed -i "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/^timeout_s: .*/timeout_s: 180/" \
+  "$WORK/tasks/host/gelu/task.yaml"
+STATE=$WORK/state
+"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
+SRV_PID=$!
+"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
+  >"$WORK/gpuexec.log" 2>&1 &
+GX_PID=$!
+URL="ipc://$STATE/env.ipc"
+i=0
+until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
+  i=$((i + 1))
+  if [ $i -gt 150 ]; then echo "FAIL - server/executor did not come up"; exit 1; fi
+  sleep 0.2
+done
+
+cat >"$WORK/run.yaml" <<'YAML'
+label: test-command
+run: r1
+agent:
+  adapter: command
+  # the second repeat sleeps first, so that the test can interrupt it mid-episode
+  command: 'case "$KA_WORKSPACE" in *@1/*) sleep 30 ;; esac; sed -i "s/erf(/erff(/" gelu.c && envctl step'
+  timeout_s: 120
+tasks: [host, host/no_such_task]   # a family and a task the server does not have
+repeats: 2
+reward: best
+max_steps: 3
+seed: 11
+parallel: 1
+held_out: false
+YAML
+"$BIN/envctl" run --config "$WORK/run.yaml" --server "$URL" --runs-dir "$WORK/runs" \
+  --timeout 200 >"$WORK/run1.out" 2>"$WORK/run1.err" &
+RUN_PID=$!
+R=$WORK/runs/r1
+i=0
+until [ -s "$R/results.jsonl" ]; do # the first episode has finished
+  i=$((i + 1))
+  if [ $i -gt 600 ]; then echo "FAIL - no episode finished"; cat "$WORK/run1.out" "$WORK/run1.err"; exit 1; fi
+  sleep 0.2
+done
+sleep 1
+kill -INT "$RUN_PID"
+wait "$RUN_PID"
+rc=$?
+RUN_PID=
+cat "$WORK/run1.out" "$WORK/run1.err"
+check "interrupted run exits 130" [ "$rc" -eq 130 ]
+jcheck "run.json: 4 planned episodes (2 tasks x 2 repeats), config kept" "$R/run.json" \
+  "len(d['plan'])==4 and d['config']['label']=='test-command' and d['schema']=='kernelarena.run.v1'"
+check "config.yaml copied into the run folder" cmp -s "$WORK/run.yaml" "$R/config.yaml"
+jcheck "summary after the interruption: incomplete" "$R/summary.json" "d['complete'] is False"
+check "one finished episode before the interruption" [ "$(wc -l <"$R/results.jsonl")" -eq 1 ]
+jcheck "the interrupted episode is recorded as interrupted" "$R/episodes/host~gelu@1/episode.json" \
+  "d['status']=='interrupted'"
+first=$(python3 -c "import json;print(json.load(open('$R/episodes/host~gelu@0/episode.json'))['episode_id'])")
+
+# --timeout bounds each server request, so that a lost evaluation fails the episode
+# (and this test) instead of waiting for the server's lost-executor limit
+"$BIN/envctl" run --resume r1 --server "$URL" --runs-dir "$WORK/runs" --timeout 200 \
+  >"$WORK/run2.out" 2>"$WORK/run2.err"
+rc=$?
+cat "$WORK/run2.out" "$WORK/run2.err"
+check "resumed run exits 0" [ "$rc" -eq 0 ]
+check "resume reports the finished episode" grep -q "4 episodes (1 already finished)" "$WORK/run2.out"
+jcheck "the finished episode was not repeated" "$R/episodes/host~gelu@0/episode.json" \
+  "d['episode_id']=='$first'"
+check "results.jsonl: one line per finished episode (1 + 3)" [ "$(wc -l <"$R/results.jsonl")" -eq 4 ]
+jcheck "host/gelu repeats: completed, correct, OK step, reward > 120" "$R/episodes/host~gelu@1/episode.json" \
+  "d['status']=='completed' and d['correct'] and d['reward']>120 and d['reward_mode']=='best' and d['run']=='r1' and d['label']=='test-command' and d['repeat']==1"
+jcheck "a task the server lacks: error, reward 0, with the reason" "$R/episodes/host~no_such_task@0/episode.json" \
+  "d['status']=='error' and d['reward']==0 and 'NOT_FOUND' in d['error']"
+jcheck "summary: 4 episodes, 2 correct, 2 failed (the missing task counts), complete" "$R/summary.json" \
+  "d['episodes']==4 and d['correct']==2 and d['failed']==2 and d['complete'] is True and d['tasks']['host/no_such_task']['failed']==2"
+jcheck "summary: mean reward over all 4 episodes, failures as 0" "$R/summary.json" \
+  "abs(d['mean_reward'] - sum(json.load(open('$R/episodes/host~gelu@%d/episode.json' % k))['reward'] for k in (0,1))/4) < 1e-9"
+jcheck "seeds: deterministic per (task, repeat), distinct" "$R/run.json" \
+  "len({p['seed'] for p in d['plan']})==4"
+"$BIN/envctl" run --config "$WORK/run.yaml" --server "$URL" --runs-dir "$WORK/runs" >"$WORK/run3.out" 2>&1
+check "a second run with the same id is refused (exit 2), nothing overwritten" \
+  sh -c "[ $? -eq 2 ] && grep -q 'use --resume r1' '$WORK/run3.out' && [ \$(wc -l <'$R/results.jsonl') -eq 4 ]"
+printf 'agent: {adapter: nope}\ntasks: [host]\n' >"$WORK/bad.yaml"
+"$BIN/envctl" run --config "$WORK/bad.yaml" --server "$URL" --runs-dir "$WORK/runs" >"$WORK/bad.out" 2>&1
+check "a config with an unknown adapter is refused (exit 2)" sh -c "[ $? -eq 2 ] && grep -q 'agent.adapter must be' '$WORK/bad.out'"
+exit $fail
