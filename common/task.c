@@ -103,6 +103,7 @@ static int ty_strlist(ty_doc *d, yaml_node_t *n, char **out, int max, const char
   for (int i = 0; i < k; i++) {
     const char *s = ty_scalar(items[i]);
     if (!s) {
+      for (int j = 0; j < i; j++) free(out[j]), out[j] = NULL; /* the caller keeps none */
       ty_fail(d, items[i], "'%s' items must be scalars", what);
       return -1;
     }
@@ -217,6 +218,7 @@ void ka_task_free(ka_task *t) {
   free(t->cases);
   for (int i = 0; i < t->neditable; i++) free(t->editable[i]);
   for (int i = 0; i < t->nentry_args; i++) free(t->entry_args[i]);
+  for (int i = 0; i < t->ntags; i++) free(t->tags[i]);
   free(t);
 }
 
@@ -279,6 +281,15 @@ static int task_parse(ty_doc *d, ka_task *t) {
   } else {
     t->backends[t->nbackends++] = strdup("cuda");
     if (!strcmp(t->language, "hip")) t->backends[t->nbackends++] = strdup("hip");
+  }
+
+  yaml_node_t *tg = ty_get(d, root, "tags");
+  if (tg) {
+    t->ntags = ty_strlist(d, tg, t->tags, KA_MAX_TAGS, "tags");
+    if (t->ntags < 0) {
+      t->ntags = 0;
+      return d->rc;
+    }
   }
 
   yaml_node_t *items[KA_MAX_ARGS];

@@ -7,7 +7,8 @@
  *   tensors [{name, dtype, shape: [expr...], role: input|output, init: {dist,...}}],
  *   tolerance {atol, rtol}, cases / held_out [{name, <param>: value...}],
  *   editable [files], source (file compiled), launch_plan (rtc: editable file),
- *   entry {symbol, args} (module), reference {symbol}, timeout_s, bytes, flops.
+ *   entry {symbol, args} (module), reference {symbol}, timeout_s, bytes, flops,
+ *   tags [words] (optional, at most KA_MAX_TAGS).
  * Thread safety: a loaded ka_task is immutable and may be shared between threads. */
 #ifndef KA_TASK_H
 #define KA_TASK_H
@@ -24,6 +25,7 @@
 #define KA_MAX_LAUNCHES 16
 #define KA_MAX_SCRATCH 8
 #define KA_MAX_EDITABLE 8
+#define KA_MAX_TAGS 8
 
 typedef enum ka_dtype {
   KA_DT_F32,
@@ -86,6 +88,8 @@ typedef struct ka_task {
   double timeout_s;
   char *bytes_expr, *flops_expr; /* optional, for the physics floor */
   char *prompt;                  /* prompt.md contents */
+  char *tags[KA_MAX_TAGS];       /* `tags:` (e.g. elementwise, reduction, cpu); may be empty */
+  int ntags;
 } ka_task;
 
 /* Loads dir/task.yaml, dir/prompt.md and checks that the baseline files exist and the

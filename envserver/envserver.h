@@ -2,10 +2,13 @@
  *
  *   main.c     command line, signals
  *   server.c   nng sockets and contexts, request dispatch, executor long poll, timers
- *   episode.c  episode table, workspaces, prompts, Reset / Step / Close
+ *   episode.c  episode table, workspaces, prompts, Reset / Step / Close / State / Cancel,
+ *              the idle reaper (leases)
+ *   evaluate.c Evaluate: stateless one-shot evaluations, held-out scoring (admin token)
  *   jobs.c     job queue and executor workers
  *   reward.c   the reward function and its components
- *   store.c    the sqlite trace store (docs/trace-store.md)
+ *   store.c    the sqlite trace store (docs/trace-store.md), read by GetEpisode,
+ *              ListEpisodes and Evaluate of a recorded step
  *
  * Locking: one mutex, es_server.mtx, guards the episode table, the job queue, the
  * worker list and every context's parking state. The trace store has its own mutex and
@@ -32,8 +35,12 @@
 #define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off a socket */
-#define ES_MAX_OPEN_EPISODES 100000
-#define ES_MAX_QUEUED_JOBS 65536
+#define ES_MAX_OPEN_EPISODES 100000           /* default of --max-episodes */
+#define ES_MAX_QUEUED_JOBS 65536              /* default of --max-queued (and its upper bound) */
+#define ES_IDLE_TTL_S 3600.0                  /* default of --idle-ttl, seconds */
+#define ES_HEARTBEAT_LOST_S \
+  15.0                        /* a worker that sent heartbeats is lost this long after the last */
+#define ES_JOB_MAX_ATTEMPTS 2 /* dispatches of one job before a lost worker fails it */
 #define ES_MAX_STEPS_CAP 1000 /* largest max_steps a Reset may ask for */
 #define ES_LIVE_S 30.0        /* an executor is live if it polled this recently */
 #define ES_POLL_DEFAULT_MS 5000u
@@ -120,10 +127,13 @@ struct es_episode;
 struct es_worker;
 
 typedef struct es_job {
-  char *id; /* episode_id "/" step */
+  char *id; /* episode_id "/" step, or "eval-" 16 hex for an Evaluate */
   const ka_task *task;
-  struct es_episode *ep;
-  int step; /* 1-based number of the step this job evaluates */
+  struct es_episode *ep; /* NULL for an Evaluate */
+  int step;              /* 1-based number of the step this job evaluates (0: Evaluate) */
+  int include_held_out;  /* Evaluate with a valid admin token only */
+  int attempts;          /* times dispatched to a worker */
+  void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
   es_fileset files; /* the complete editable set of the candidate */
   es_job_state state;
@@ -135,7 +145,9 @@ typedef struct es_job {
 typedef struct es_worker {
   char *id;
   es_pb_device *device;         /* owned deep copy of the last poll's device */
-  double first_seen, last_poll; /* ka_now_s() */
+  double first_seen, last_poll; /* ka_now_s(); last_poll: last poll or heartbeat */
+  int heartbeats;               /* it has sent heartbeats for its current job */
+  double heartbeat_lost_s;      /* copied from es_jobs at each poll */
   es_job *job;                  /* the job it holds, or NULL */
   struct es_worker *next;
 } es_worker;
@@ -145,10 +157,17 @@ typedef struct es_jobs {
   int nqueued, nrunning;
   es_worker *workers;
   int nworkers;
+  double heartbeat_lost_s; /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
 } es_jobs;
 
 /* Creates a job for step `step` of ep, taking ownership of files. */
 es_job *es_job_new(struct es_episode *ep, int step, uint64_t seed, es_fileset *files);
+/* Creates an Evaluate job (no episode) with id `id`, taking ownership of files. */
+es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_fileset *files,
+                        int include_held_out);
+/* Puts a job back at the head of the queue (state QUEUED): re-dispatch after its
+ * worker was lost. */
+void es_jobs_requeue_front(es_jobs *q, es_job *job);
 /* Frees a job that is in no queue and held by no worker. NULL is a no-op. */
 void es_job_free(es_job *job);
 /* Appends job to the queue (state QUEUED). */
@@ -168,7 +187,8 @@ es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *devic
 /* 1 if w counts as live at now: it polled within ES_LIVE_S, or it holds a job and is
  * not yet lost (es_worker_lost). */
 int es_worker_live(const es_worker *w, double now);
-/* 1 if w holds a job and has not polled for 2 x (job timeout + 30 s). */
+/* 1 if w holds a job and has not polled for 2 x (job timeout + 30 s), or, when it sent
+ * heartbeats for that job, for its heartbeat_lost_s. */
 int es_worker_lost(const es_worker *w, double now);
 /* Forgets workers that hold no job and have not polled for 10 minutes. */
 void es_workers_reap(es_jobs *q, double now);
@@ -219,9 +239,27 @@ typedef struct es_episode_rec {
 /* Records an episode and creates its run if missing (one transaction). A non-empty
  * run_label replaces the run's label. Returns KA_OK or KA_EIO (message in err). */
 int es_store_add_episode(es_store *st, const es_episode_rec *rec, char *err, size_t errlen);
-/* Sets closed_at of an episode. Returns KA_OK or KA_EIO. */
-int es_store_close_episode(es_store *st, const char *id, double closed_at, char *err,
+/* Sets closed_at and close_reason ("closed", "idle_ttl") of an episode. Returns KA_OK or
+ * KA_EIO. */
+int es_store_close_episode(es_store *st, const char *id, double closed_at, const char *reason,
+                           char *err, size_t errlen);
+
+/* Reads one episode into arena memory: its record and, if with_steps, every step
+ * (files too unless omit_files). Held-out cases are left out. Returns KA_OK, KA_ENOENT
+ * (unknown id) or KA_EIO (message in err). */
+int es_store_get_episode(es_store *st, const char *id, int with_steps, int omit_files, es_arena *a,
+                         Kernelarena__V1__EpisodeRecord **out, char *err, size_t errlen);
+/* Lists episodes (no steps) oldest first, filtered by run_id / task_id when non-empty,
+ * after the rowid in page_token, at most limit. *next receives the next page token
+ * ("" on the last page). Returns KA_OK, KA_EINVAL (bad token) or KA_EIO. */
+int es_store_list_episodes(es_store *st, const char *run_id, const char *task_id, int limit,
+                           const char *page_token, es_arena *a,
+                           Kernelarena__V1__EpisodeRecord ***out, size_t *n, char **next, char *err,
                            size_t errlen);
+/* Reads the complete editable set of a recorded step (0: the last one) into files and
+ * the step number into *step. Returns KA_OK, KA_ENOENT (no such step) or KA_EIO. */
+int es_store_step_files(es_store *st, const char *episode_id, int step, es_fileset *files,
+                        int *step_out, char *err, size_t errlen);
 
 typedef struct es_step_rec {
   const char *episode_id;
@@ -247,11 +285,12 @@ typedef struct es_episode {
   int max_steps;
   int steps; /* steps taken (counted) */
   int closed;
-  double created_at; /* Unix seconds */
-  char *workspace;   /* absolute path */
-  es_fileset files;  /* current editable set (emptied on close) */
-  es_job *inflight;  /* the step being evaluated, or NULL */
-  void *waiter;      /* the client context parked on that step (server.c) */
+  const char *close_reason; /* "closed" or "idle_ttl" once closed (static string) */
+  double created_at;        /* Unix seconds */
+  double last_active;       /* ka_now_s() of the last request that used it */
+  char *workspace;          /* absolute path */
+  es_fileset files;         /* current editable set (emptied on close) */
+  es_job *inflight;         /* the step being evaluated, or NULL */
   struct es_episode *hnext;
 } es_episode;
 
@@ -260,6 +299,9 @@ struct es_net;
 typedef struct es_config {
   char *listen_url, *exec_url, *tasks_dir, *state_dir;
   int contexts, max_steps, quiet;
+  int max_episodes, max_queued; /* capacity limits: CAPACITY (retryable) beyond them */
+  double idle_ttl_s;            /* 0: episodes never expire */
+  char *admin_token;            /* NULL: held-out scoring is refused */
 } es_config;
 
 typedef struct es_server {
@@ -303,10 +345,33 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
 void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
                        nng_msg **reply, void **waiter_out);
 
-/* Ends an in-flight step without counting it (mtx held): lost executor, deadline,
- * shutdown. Frees job (which must be in no queue and held by no worker), clears the
- * episode's in-flight state and returns its waiter (may be NULL). */
+/* Ends an in-flight job without counting it (mtx held): lost executor, deadline,
+ * cancel, shutdown. Frees job (which must be in no queue and held by no worker), clears
+ * the episode's in-flight state (if a step) and returns its waiter (may be NULL). */
 void *es_ep_step_abort(es_server *s, es_job *job);
+
+/* Admits an Evaluate (mtx not held; takes it): checks the task or episode, the admin
+ * token, the files, and queues the job. Returns KA_OK with *job_out queued (mtx is then
+ * HELD, so the caller can park on it), or an error with resp filled (mtx not held). */
+int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_arena *a,
+                  es_pb_response *resp, es_job **job_out);
+/* Completes an Evaluate job (caller owns it, no mtx): encodes the EvaluateResponse (or
+ * an Error for INFRA_ERROR) for its waiter. Consumes job. */
+void es_eval_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
+                    nng_msg **reply, void **waiter_out);
+
+/* Handles State (takes mtx itself). */
+void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,
+                 es_pb_response *resp);
+/* Cancel (mtx held): detaches the episode's in-flight job (queued or running; a job
+ * whose result is being recorded is not cancelled), fills resp with CancelResponse and
+ * returns the waiter of the cancelled step (to answer CANCELLED), or NULL. */
+void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
+                   es_pb_response *resp);
+/* The idle reaper (mtx held): closes open episodes with nothing in flight idle for more
+ * than cfg.idle_ttl_s, with reason idle_ttl. Returns their ids (caller frees each and
+ * the array) for recording without mtx; *n receives the count. */
+char **es_ep_reap_idle(es_server *s, double now, int *n);
 
 /* Handles Close (takes mtx itself; store I/O without it). */
 void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena *a,

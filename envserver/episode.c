@@ -313,10 +313,11 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
 
   /* A device of a live executor that can run the task; its facts go into the prompt. */
   pthread_mutex_lock(&s->mtx);
-  if (s->nopen >= ES_MAX_OPEN_EPISODES) {
+  if (s->nopen >= s->cfg.max_episodes) {
+    int lim = s->cfg.max_episodes;
     pthread_mutex_unlock(&s->mtx);
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__CAPACITY, 1,
-                   "%d episodes are open (the limit); close some and retry", ES_MAX_OPEN_EPISODES);
+                   "%d episodes are open (the limit); close some and retry", lim);
     return;
   }
   ka_sb why = {0};
@@ -400,6 +401,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   ep->seed = seed;
   ep->max_steps = max_steps;
   ep->created_at = created;
+  ep->last_active = ka_now_s();
   ep->workspace = es_xstrdup(ws);
 
   Kernelarena__V1__ResetResponse *rr = es_arena_alloc(a, sizeof *rr);
@@ -517,7 +519,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
                    ES_MAX_TOTAL_BYTES);
     return KA_ETOOBIG;
   }
-  if (s->jobs.nqueued >= ES_MAX_QUEUED_JOBS) {
+  if (s->jobs.nqueued >= s->cfg.max_queued) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__CAPACITY, 1,
                    "%d evaluations are queued (the limit); retry later", s->jobs.nqueued);
     return KA_EUNAVAIL;
@@ -539,6 +541,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
   job->enqueued_at = ka_now_s();
   es_jobs_enqueue(&s->jobs, job);
   ep->inflight = job;
+  ep->last_active = job->enqueued_at;
   *ep_out = ep;
   *job_out = job;
   return KA_OK;
@@ -546,9 +549,12 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
 
 void *es_ep_step_abort(es_server *s, es_job *job) {
   es_episode *ep = job->ep;
-  void *waiter = ep->waiter;
-  ep->waiter = NULL;
-  if (ep->inflight == job) ep->inflight = NULL;
+  void *waiter = job->waiter;
+  job->waiter = NULL;
+  if (ep && ep->inflight == job) {
+    ep->inflight = NULL;
+    ep->last_active = ka_now_s();
+  }
   es_job_free(job);
   return waiter;
 }
@@ -638,9 +644,10 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
   es_pb_response resp = KERNELARENA__V1__RESPONSE__INIT;
   pthread_mutex_lock(&s->mtx);
   es_episode *ep = job->ep;
-  void *waiter = ep->waiter;
-  ep->waiter = NULL;
+  void *waiter = job->waiter;
+  job->waiter = NULL;
   ep->inflight = NULL;
+  ep->last_active = ka_now_s();
   if (counted) {
     ep->steps = job->step;
     const es_fileset *cur = &job->files;
@@ -686,13 +693,14 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   snprintf(id, sizeof id, "%s", ep->id);
   if (was_open) {
     ep->closed = 1;
+    ep->close_reason = "closed";
     s->nopen--;
     es_fileset_free(&ep->files);
   }
   pthread_mutex_unlock(&s->mtx);
   if (was_open) {
     char err[400];
-    if (es_store_close_episode(s->store, id, ka_wall_s(), err, sizeof err))
+    if (es_store_close_episode(s->store, id, ka_wall_s(), "closed", err, sizeof err))
       es_log(s, "close %s: %s", id, err);
   }
   Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
@@ -700,4 +708,85 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   cr->was_open = was_open;
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CLOSE;
   resp->close = cr;
+}
+
+/* ---- State, Cancel, the idle reaper */
+
+void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,
+                 es_pb_response *resp) {
+  pthread_mutex_lock(&s->mtx);
+  es_episode *ep = es_ep_find(s, rq->episode_id);
+  if (!ep) {
+    pthread_mutex_unlock(&s->mtx);
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
+                   ep_quote(a, rq->episode_id));
+    return;
+  }
+  double now = ka_now_s();
+  Kernelarena__V1__StateResponse *sr = es_arena_alloc(a, sizeof *sr);
+  kernelarena__v1__state_response__init(sr);
+  sr->episode_id = es_arena_strdup(a, ep->id);
+  sr->task_id = es_arena_strdup(a, ep->task->id);
+  sr->task_version = es_arena_strdup(a, ep->task->version);
+  sr->seed = ep->seed;
+  sr->step = ep->steps;
+  sr->max_steps = ep->max_steps;
+  sr->closed = ep->closed;
+  sr->close_reason = es_arena_strdup(a, ep->closed ? ep->close_reason : "");
+  sr->inflight_step = ep->inflight ? ep->inflight->step : 0;
+  sr->files = es_fileset_to_pb(a, &ep->files, &sr->n_files);
+  sr->run_id = es_arena_strdup(a, ep->run_id);
+  sr->idle_s = ep->inflight ? 0 : now - ep->last_active;
+  if (ep->closed || s->cfg.idle_ttl_s <= 0)
+    sr->expires_in_s = -1;
+  else
+    sr->expires_in_s = ep->inflight ? s->cfg.idle_ttl_s : s->cfg.idle_ttl_s - sr->idle_s;
+  if (!ep->closed) ep->last_active = ep->inflight ? ep->last_active : now;
+  pthread_mutex_unlock(&s->mtx);
+  resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
+  resp->state = sr;
+}
+
+void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
+                   es_pb_response *resp) {
+  es_episode *ep = es_ep_find(s, rq->episode_id);
+  if (!ep) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
+                   ep_quote(a, rq->episode_id));
+    return NULL;
+  }
+  Kernelarena__V1__CancelResponse *cr = es_arena_alloc(a, sizeof *cr);
+  kernelarena__v1__cancel_response__init(cr);
+  resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
+  resp->cancel = cr;
+  es_job *job = ep->inflight;
+  if (!job || job->state == ES_JOB_COMPLETING) return NULL; /* nothing, or too late */
+  if (job->state == ES_JOB_QUEUED)
+    es_jobs_unqueue(&s->jobs, job);
+  else
+    es_jobs_detach(&s->jobs, job->worker);
+  cr->cancelled = 1;
+  cr->step = job->step;
+  return es_ep_step_abort(s, job);
+}
+
+char **es_ep_reap_idle(es_server *s, double now, int *n) {
+  *n = 0;
+  if (s->cfg.idle_ttl_s <= 0) return NULL;
+  char **ids = NULL;
+  int cap = 0;
+  for (size_t b = 0; b < s->ep_nbuckets; b++)
+    for (es_episode *ep = s->ep_buckets[b]; ep; ep = ep->hnext) {
+      if (ep->closed || ep->inflight || now - ep->last_active <= s->cfg.idle_ttl_s) continue;
+      ep->closed = 1;
+      ep->close_reason = "idle_ttl";
+      s->nopen--;
+      es_fileset_free(&ep->files);
+      if (*n == cap) {
+        cap = cap ? 2 * cap : 16;
+        ids = es_xrealloc(ids, sizeof *ids * (size_t)cap);
+      }
+      ids[(*n)++] = es_xstrdup(ep->id);
+    }
+  return ids;
 }

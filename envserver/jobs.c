@@ -26,6 +26,19 @@ es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
   return job;
 }
 
+es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_fileset *files,
+                        int include_held_out) {
+  es_job *job = es_xcalloc(1, sizeof *job);
+  job->id = es_xstrdup(id);
+  job->task = t;
+  job->seed = seed;
+  job->files = *files;
+  memset(files, 0, sizeof *files);
+  job->include_held_out = include_held_out;
+  job->state = ES_JOB_QUEUED;
+  return job;
+}
+
 void es_job_free(es_job *job) {
   if (!job) return;
   free(job->id);
@@ -42,6 +55,18 @@ void es_jobs_enqueue(es_jobs *q, es_job *job) {
   else
     q->head = job;
   q->tail = job;
+  q->nqueued++;
+}
+
+void es_jobs_requeue_front(es_jobs *q, es_job *job) {
+  job->state = ES_JOB_QUEUED;
+  job->prev = NULL;
+  job->next = q->head;
+  if (q->head)
+    q->head->prev = job;
+  else
+    q->tail = job;
+  q->head = job;
   q->nqueued++;
 }
 
@@ -72,7 +97,9 @@ es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now) {
     j->state = ES_JOB_RUNNING;
     j->worker = w;
     j->dispatched_at = now;
+    j->attempts++;
     w->job = j;
+    w->heartbeats = 0;
     q->nrunning++;
     return j;
   }
@@ -104,11 +131,13 @@ es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *devic
     w->device = es_device_dup(device);
   }
   w->last_poll = now;
+  w->heartbeat_lost_s = q->heartbeat_lost_s > 0 ? q->heartbeat_lost_s : ES_HEARTBEAT_LOST_S;
   return w;
 }
 
 int es_worker_lost(const es_worker *w, double now) {
   if (!w->job) return 0;
+  if (w->heartbeats) return now - w->last_poll > w->heartbeat_lost_s;
   return now - w->last_poll > 2.0 * (w->job->task->timeout_s + 30.0);
 }
 
@@ -160,7 +189,7 @@ Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   pj->task_version = es_arena_strdup(a, job->task->version);
   pj->seed = job->seed;
   pj->files = es_fileset_to_pb(a, &job->files, &pj->n_files);
-  pj->include_held_out = 0;
+  pj->include_held_out = job->include_held_out;
   pj->timeout_s = job->task->timeout_s;
   pj->warmup = ES_JOB_WARMUP;
   pj->reps = ES_JOB_REPS;

@@ -1,7 +1,8 @@
 /* envserver: the kernelarena environment server.
  *
  *   envserver [--listen URL] [--exec-listen URL] [--tasks DIR] [--state DIR]
- *             [--contexts N] [--max-steps N] [--quiet]
+ *             [--contexts N] [--max-steps N] [--max-episodes N] [--max-queued N]
+ *             [--idle-ttl S] [--admin-token-file PATH] [--quiet]
  *
  * Clients (trainers, envctl) speak the environment protocol on --listen; gpuexec
  * workers long-poll for jobs on --exec-listen (docs/protocol.md). Episodes' workspaces
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "envserver.h"
 
@@ -29,6 +31,14 @@ static void main_usage(FILE *f) {
           "  --state DIR        workspaces and trace.db (default ./var, created)\n"
           "  --contexts N       requests served concurrently per endpoint (default 64)\n"
           "  --max-steps N      default step limit of an episode (default 10)\n"
+          "  --max-episodes N   open episodes before Reset answers CAPACITY (default 100000)\n"
+          "  --max-queued N     queued evaluations before CAPACITY (default 65536)\n"
+          "  --idle-ttl S       close episodes idle for S seconds (default 3600; 0 never)\n"
+          "  --admin-token-file PATH  token that allows held-out scoring (Evaluate\n"
+          "                     include_held_out); default <state>/admin.token if present.\n"
+          "                     KA_ADMIN_TOKEN in the environment works too.\n"
+          "  --heartbeat-timeout S  a worker that sends heartbeats is lost S seconds after\n"
+          "                     its last one; its job is re-dispatched (default 15)\n"
           "  --quiet            log only errors\n"
           "  --help             this text\n");
 }
@@ -52,6 +62,11 @@ int main(int argc, char **argv) {
                                        {"state", required_argument, NULL, 's'},
                                        {"contexts", required_argument, NULL, 'c'},
                                        {"max-steps", required_argument, NULL, 'm'},
+                                       {"max-episodes", required_argument, NULL, 'E'},
+                                       {"max-queued", required_argument, NULL, 'Q'},
+                                       {"idle-ttl", required_argument, NULL, 'I'},
+                                       {"admin-token-file", required_argument, NULL, 'A'},
+                                       {"heartbeat-timeout", required_argument, NULL, 'H'},
                                        {"quiet", no_argument, NULL, 'q'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
@@ -60,6 +75,11 @@ int main(int argc, char **argv) {
   const char *listen = NULL, *exec = NULL, *tasks = "./tasks", *state = "./var";
   s.cfg.contexts = 64;
   s.cfg.max_steps = 10;
+  s.cfg.max_episodes = ES_MAX_OPEN_EPISODES;
+  s.cfg.max_queued = ES_MAX_QUEUED_JOBS;
+  s.cfg.idle_ttl_s = ES_IDLE_TTL_S;
+  const char *token_file = NULL;
+  int ttl = (int)ES_IDLE_TTL_S;
   int ch;
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -81,6 +101,26 @@ int main(int argc, char **argv) {
       case 'm':
         if (main_int("--max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps)) return 2;
         break;
+      case 'E':
+        if (main_int("--max-episodes", optarg, 1, ES_MAX_OPEN_EPISODES, &s.cfg.max_episodes))
+          return 2;
+        break;
+      case 'Q':
+        if (main_int("--max-queued", optarg, 1, ES_MAX_QUEUED_JOBS, &s.cfg.max_queued)) return 2;
+        break;
+      case 'I':
+        if (main_int("--idle-ttl", optarg, 0, 30 * 86400, &ttl)) return 2;
+        s.cfg.idle_ttl_s = ttl;
+        break;
+      case 'A':
+        token_file = optarg;
+        break;
+      case 'H': {
+        int hb;
+        if (main_int("--heartbeat-timeout", optarg, 1, 3600, &hb)) return 2;
+        s.jobs.heartbeat_lost_s = hb;
+        break;
+      }
       case 'q':
         s.cfg.quiet = 1;
         break;
@@ -124,6 +164,30 @@ int main(int argc, char **argv) {
   s.cfg.exec_url = (char *)(exec ? exec : eurl);
 
   char err[1024] = "";
+  /* The admin token: --admin-token-file, else KA_ADMIN_TOKEN, else <state>/admin.token.
+   * Surrounding white space is dropped; an empty token counts as none. */
+  char tfile[PATH_MAX + 16];
+  snprintf(tfile, sizeof tfile, "%s/admin.token", state_abs);
+  char *token = NULL;
+  if (token_file || access(tfile, F_OK) == 0) {
+    const char *tf = token_file ? token_file : tfile;
+    if (ka_read_file(tf, 4096, &token, NULL) != KA_OK) {
+      fprintf(stderr, "envserver: cannot read the admin token file %s\n", tf);
+      return 1;
+    }
+  } else if (getenv("KA_ADMIN_TOKEN")) {
+    token = es_xstrdup(getenv("KA_ADMIN_TOKEN"));
+  }
+  if (token) {
+    char *b = token, *e = token + strlen(token);
+    while (*b && strchr(" \t\r\n", *b)) b++;
+    while (e > b && strchr(" \t\r\n", e[-1])) *--e = 0;
+    memmove(token, b, strlen(b) + 1);
+    if (*token)
+      s.cfg.admin_token = token;
+    else
+      free(token);
+  }
   if (ka_registry_load(tasks_abs, 1, &s.reg, err, sizeof err) != KA_OK) {
     fprintf(stderr, "envserver: %s\n", err);
     return 1;
@@ -165,5 +229,6 @@ int main(int argc, char **argv) {
   pthread_mutex_unlock(&s.mtx);
   pthread_mutex_destroy(&s.mtx);
   ka_registry_free(s.reg);
+  free(s.cfg.admin_token);
   return rc;
 }

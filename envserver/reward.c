@@ -3,6 +3,8 @@
  *   COMPILE_ERROR                      -> 0
  *   INCORRECT, RUNTIME_ERROR, TIMEOUT  -> 20
  *   OK                                 -> 120 + 100 x geomean_speedup
+ *   FLAGGED                            -> 0 (measurement fault or integrity violation:
+ *                                        never rewarded; docs/integrity.md)
  *
  * geomean_speedup is the executor's geometric mean over the shown cases of
  * baseline_ms / candidate_ms. The components are always returned so that a trainer can
@@ -15,7 +17,7 @@
 #include "envserver.h"
 
 const char *const es_reward_component_keys[] = {
-    "compiled", "correct", "speedup_geomean", "status", "speedup/<case>",
+    "compiled", "correct", "speedup_geomean", "status", "flagged", "speedup/<case>",
 };
 const int es_reward_ncomponent_keys =
     (int)(sizeof es_reward_component_keys / sizeof es_reward_component_keys[0]);
@@ -30,7 +32,7 @@ static void reward_add(es_reward *rw, const char *key, double value) {
 
 int es_reward_compute(const es_pb_result *r, es_reward *out) {
   memset(out, 0, sizeof *out);
-  int compiled, correct;
+  int compiled, correct, flagged = 0;
   switch (r->status) {
     case KERNELARENA__V1__STATUS__COMPILE_ERROR:
       compiled = 0, correct = 0, out->reward = 0.0;
@@ -43,6 +45,9 @@ int es_reward_compute(const es_pb_result *r, es_reward *out) {
     case KERNELARENA__V1__STATUS__OK:
       compiled = 1, correct = 1;
       break;
+    case KERNELARENA__V1__STATUS__FLAGGED: /* no speedup of it counts, however large */
+      compiled = 1, correct = 0, flagged = 1, out->reward = 0.0;
+      break;
     default: /* INFRA_ERROR, STATUS_UNSPECIFIED or a status this server does not know */
       return KA_EINVAL;
   }
@@ -54,12 +59,13 @@ int es_reward_compute(const es_pb_result *r, es_reward *out) {
   reward_add(out, "correct", correct);
   reward_add(out, "speedup_geomean", geo);
   reward_add(out, "status", (double)r->status);
+  reward_add(out, "flagged", flagged);
   for (size_t i = 0; i < r->n_cases; i++) {
     const Kernelarena__V1__CaseResult *c = r->cases[i];
     if (c->held_out || !c->name) continue;
     char key[300];
     snprintf(key, sizeof key, "speedup/%s", c->name);
-    double sp = isfinite(c->speedup) && c->speedup > 0 ? c->speedup : 0;
+    double sp = correct && isfinite(c->speedup) && c->speedup > 0 ? c->speedup : 0;
     reward_add(out, key, sp);
   }
   return KA_OK;

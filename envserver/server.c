@@ -285,7 +285,7 @@ typedef struct srv_ctx {
   srv_state state;
   uint64_t request_id;           /* PARKED: the parked request's id */
   double deadline;               /* PARKED: ka_now_s() at which to answer anyway; 0 none */
-  es_episode *ep;                /* client PARKED: the episode whose step it waits for */
+  es_job *job;                   /* client PARKED: the step or Evaluate job it waits for */
   es_worker *worker;             /* exec PARKED: the polling worker */
   struct srv_ctx *pprev, *pnext; /* park list */
   struct srv_ctx *all_next, *idle_next;
@@ -307,6 +307,7 @@ struct es_net {
   int timer_started;
   pthread_cond_t cond; /* with es_server.mtx: wakes the timer thread */
   int stopping;
+  double next_reap; /* ka_now_s() of the next idle-reaper pass */
 };
 
 /* Work for after the lock is released: a reply to send, or (msg NULL) a receive to
@@ -411,7 +412,7 @@ static void srv_unpark(srv_ctx *c) {
     sk->park_tail = c->pprev;
   c->pprev = c->pnext = NULL;
   c->state = SRV_SEND;
-  c->ep = NULL;
+  c->job = NULL;
   c->worker = NULL;
   c->deadline = 0;
 }
@@ -497,9 +498,17 @@ static void srv_describe(es_server *s, es_arena *a, es_pb_response *resp) {
   l->max_files = KA_MAX_EDITABLE;
   l->max_total_bytes = (int64_t)ES_MAX_TOTAL_BYTES;
   l->max_steps = s->cfg.max_steps;
-  l->max_episodes = ES_MAX_OPEN_EPISODES;
+  l->max_episodes = s->cfg.max_episodes;
   l->step_timeout_s = s->max_task_timeout_s;
+  l->max_queued_jobs = s->cfg.max_queued;
+  l->idle_ttl_s = s->cfg.idle_ttl_s;
   d->limits = l;
+  static const char *const methods[] = {"describe", "list_tasks",  "reset",        "step",
+                                        "close",    "health",      "evaluate",     "state",
+                                        "cancel",   "get_episode", "list_episodes"};
+  d->n_methods = sizeof methods / sizeof methods[0];
+  d->methods = (char **)methods;
+  d->held_out_scoring = s->cfg.admin_token != NULL;
   pthread_mutex_lock(&s->mtx);
   double now = ka_now_s();
   d->devices = es_arena_alloc(a, sizeof *d->devices * (size_t)(s->jobs.nworkers + 1));
@@ -532,7 +541,8 @@ static void srv_list_tasks(es_server *s, es_arena *a, es_pb_response *resp) {
     ti->editable_files = (char **)t->editable;
     ti->version = t->version;
     ti->description = t->description ? t->description : "";
-    /* tags: ka_task does not carry them yet */
+    ti->n_tags = (size_t)t->ntags;
+    ti->tags = (char **)t->tags;
     lt->tasks[lt->n_tasks++] = ti;
   }
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS;
@@ -573,14 +583,102 @@ static int srv_step(srv_ctx *c, const Kernelarena__V1__Request *rq, es_arena *a,
     return 0;
   }
   c->request_id = rq->request_id;
-  c->ep = ep;
-  ep->waiter = c;
+  c->job = job;
+  job->waiter = c;
   srv_park(c, rq->deadline_ms ? ka_now_s() + rq->deadline_ms / 1000.0 : 0);
   es_log(s, "episode %s: step %d queued as job %s", ep->id, job->step, job->id);
   srv_dispatch(s, out);
   srv_refill(&s->net->client, out);
   pthread_mutex_unlock(&s->mtx);
   return 1;
+}
+
+/* Admits an Evaluate and parks c on it. Returns 1 if parked, 0 if resp holds the
+ * answer. */
+static int srv_evaluate(srv_ctx *c, const Kernelarena__V1__Request *rq, es_arena *a,
+                        es_pb_response *resp, srv_outbox *out) {
+  es_server *s = c->sk->s;
+  es_job *job;
+  if (es_eval_admit(s, rq->evaluate, a, resp, &job) != KA_OK) return 0;
+  /* mtx is held */
+  if (s->net->stopping) {
+    es_jobs_unqueue(&s->jobs, job);
+    es_job_free(job);
+    pthread_mutex_unlock(&s->mtx);
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__UNAVAILABLE, 1,
+                   "the server is shutting down");
+    return 0;
+  }
+  c->request_id = rq->request_id;
+  c->job = job;
+  job->waiter = c;
+  srv_park(c, rq->deadline_ms ? ka_now_s() + rq->deadline_ms / 1000.0 : 0);
+  es_log(s, "evaluate %s queued as job %s", job->task->id, job->id);
+  srv_dispatch(s, out);
+  srv_refill(&s->net->client, out);
+  pthread_mutex_unlock(&s->mtx);
+  return 1;
+}
+
+/* Cancel: answers the cancelled step's parked request with CANCELLED. */
+static void srv_cancel(es_server *s, const Kernelarena__V1__Request *rq, es_arena *a,
+                       es_pb_response *resp, srv_outbox *out) {
+  pthread_mutex_lock(&s->mtx);
+  srv_ctx *waiter = es_ep_cancel(s, rq->cancel, a, resp);
+  if (waiter)
+    srv_answer_error(waiter, out, KERNELARENA__V1__ERROR_CODE__CANCELLED, 0,
+                     "step %d of episode %s was cancelled; it was not counted",
+                     (int)resp->cancel->step, rq->cancel->episode_id);
+  pthread_mutex_unlock(&s->mtx);
+  if (resp->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && resp->cancel->cancelled)
+    es_log(s, "episode %s: step %d cancelled", rq->cancel->episode_id, (int)resp->cancel->step);
+}
+
+static void srv_get_episode(es_server *s, const Kernelarena__V1__GetEpisodeRequest *rq, es_arena *a,
+                            es_pb_response *resp) {
+  Kernelarena__V1__EpisodeRecord *e;
+  char err[512];
+  int rc =
+      es_store_get_episode(s->store, rq->episode_id, 1, rq->omit_files, a, &e, err, sizeof err);
+  if (rc == KA_ENOENT) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode");
+    return;
+  }
+  if (rc) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "%s", err);
+    return;
+  }
+  Kernelarena__V1__GetEpisodeResponse *g = es_arena_alloc(a, sizeof *g);
+  kernelarena__v1__get_episode_response__init(g);
+  g->episode = e;
+  resp->body_case = KERNELARENA__V1__RESPONSE__BODY_GET_EPISODE;
+  resp->get_episode = g;
+}
+
+static void srv_list_episodes(es_server *s, const Kernelarena__V1__ListEpisodesRequest *rq,
+                              es_arena *a, es_pb_response *resp) {
+  int limit = rq->limit;
+  if (limit < 0 || limit > 1000) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
+                   "limit must be 0 (100) to 1000");
+    return;
+  }
+  if (!limit) limit = 100;
+  Kernelarena__V1__ListEpisodesResponse *l = es_arena_alloc(a, sizeof *l);
+  kernelarena__v1__list_episodes_response__init(l);
+  char err[512];
+  int rc =
+      es_store_list_episodes(s->store, rq->run_id, rq->task_id, limit, rq->page_token, a,
+                             &l->episodes, &l->n_episodes, &l->next_page_token, err, sizeof err);
+  if (rc) {
+    es_reply_error(a, resp,
+                   rc == KA_EINVAL ? KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT
+                                   : KERNELARENA__V1__ERROR_CODE__INTERNAL,
+                   rc != KA_EINVAL, "%s", err);
+    return;
+  }
+  resp->body_case = KERNELARENA__V1__RESPONSE__BODY_LIST_EPISODES;
+  resp->list_episodes = l;
 }
 
 static void srv_client_request(srv_ctx *c, nng_msg *m) {
@@ -617,9 +715,24 @@ static void srv_client_request(srv_ctx *c, nng_msg *m) {
       case KERNELARENA__V1__REQUEST__BODY_HEALTH:
         srv_health(s, &a, &resp);
         break;
+      case KERNELARENA__V1__REQUEST__BODY_EVALUATE:
+        parked = srv_evaluate(c, rq, &a, &resp, &out);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_STATE:
+        es_ep_state(s, rq->state, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_CANCEL:
+        srv_cancel(s, rq, &a, &resp, &out);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_GET_EPISODE:
+        srv_get_episode(s, rq->get_episode, &a, &resp);
+        break;
+      case KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES:
+        srv_list_episodes(s, rq->list_episodes, &a, &resp);
+        break;
       default:
         if (rq->base.n_unknown_fields)
-          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
+          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__UNIMPLEMENTED, 0,
                          "unknown method (field %u); this server speaks %s",
                          rq->base.unknown_fields[0].tag, KA_PROTOCOL_VERSION);
         else
@@ -652,6 +765,32 @@ static int srv_worker_id_ok(const char *id) {
   return 1;
 }
 
+/* A heartbeat of a worker evaluating a job: refreshes its liveness (so that it is found
+ * lost within ES_HEARTBEAT_LOST_S of its last one) and says whether the job is still
+ * wanted. Answered at once; consumes rq. */
+static void srv_heartbeat(srv_ctx *c, Kernelarena__V1__ExecRequest *rq) {
+  es_server *s = c->sk->s;
+  const Kernelarena__V1__WorkerHeartbeat *hb = rq->heartbeat;
+  Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+  Kernelarena__V1__HeartbeatAck ack = KERNELARENA__V1__HEARTBEAT_ACK__INIT;
+  r.request_id = rq->request_id;
+  r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_HEARTBEAT;
+  r.heartbeat = &ack;
+  pthread_mutex_lock(&s->mtx);
+  es_worker *w = s->jobs.workers;
+  while (w && strcmp(w->id, hb->worker_id)) w = w->next;
+  if (w && w->job && !strcmp(w->job->id, hb->job_id)) {
+    w->last_poll = ka_now_s();
+    w->heartbeats = 1;
+    ack.job_wanted = 1;
+  }
+  c->state = SRV_SEND;
+  pthread_mutex_unlock(&s->mtx);
+  nng_msg *reply = es_encode(&r.base);
+  kernelarena__v1__exec_request__free_unpacked(rq, NULL);
+  es_server_send(c, reply);
+}
+
 static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   es_server *s = c->sk->s;
   srv_outbox out = {0};
@@ -660,6 +799,10 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   Kernelarena__V1__ExecRequest *rq = kernelarena__v1__exec_request__unpack(NULL, len, body);
   uint64_t rid = rq ? rq->request_id : srv_salvage_id(body, len);
   nng_msg_free(m);
+  if (rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT) {
+    srv_heartbeat(c, rq);
+    return;
+  }
   const Kernelarena__V1__WorkerPoll *poll =
       rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_POLL ? rq->poll : NULL;
   const char *bad = NULL;
@@ -744,7 +887,10 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   if (completing) {
     nng_msg *creply;
     void *waiter;
-    es_ep_step_finish(s, completing, poll->result, worker_id, &creply, &waiter);
+    if (completing->ep)
+      es_ep_step_finish(s, completing, poll->result, worker_id, &creply, &waiter);
+    else
+      es_eval_finish(s, completing, poll->result, worker_id, &creply, &waiter);
     if (waiter) srv_out_push(&out, waiter, creply);
   }
   kernelarena__v1__exec_request__free_unpacked(rq, NULL);
@@ -822,7 +968,7 @@ static void *srv_timer_main(void *arg) {
         if (c->deadline < next) next = c->deadline;
         continue;
       }
-      es_job *job = c->ep ? c->ep->inflight : NULL;
+      es_job *job = c->job;
       if (!job || job->state == ES_JOB_COMPLETING) { /* its result is being recorded */
         c->deadline = 0;
         continue;
@@ -832,31 +978,61 @@ static void *srv_timer_main(void *arg) {
       else
         es_jobs_detach(&s->jobs, job->worker);
       int step = job->step;
-      char epid[32];
-      snprintf(epid, sizeof epid, "%s", job->ep->id);
+      char what[96];
+      if (job->ep)
+        snprintf(what, sizeof what, "step %d of episode %s", step, job->ep->id);
+      else
+        snprintf(what, sizeof what, "evaluation %s", job->id);
       es_ep_step_abort(s, job);
-      es_log(s, "episode %s: step %d passed its deadline and was abandoned", epid, step);
+      es_log(s, "%s passed its deadline and was abandoned", what);
       srv_answer_error(c, &out, KERNELARENA__V1__ERROR_CODE__DEADLINE_EXCEEDED, 1,
-                       "step %d of episode %s had no result before the request's deadline; "
-                       "it was abandoned and not counted",
-                       step, epid);
+                       "%s had no result before the request's deadline; it was abandoned%s", what,
+                       step ? " and not counted" : "");
     }
     /* Workers holding a job that stopped polling. */
     for (es_worker *w = s->jobs.workers; w; w = w->next) {
       if (!es_worker_lost(w, now)) continue;
-      /* TODO(issue 8): re-dispatch the job of a lost executor instead of failing it. */
       es_job *job = es_jobs_detach(&s->jobs, w);
+      if (job->attempts < ES_JOB_MAX_ATTEMPTS) {
+        /* Re-dispatch: back to the head of the queue, for the next worker that polls. */
+        es_jobs_requeue_front(&s->jobs, job);
+        es_log(s, "worker %s lost while holding job %s; job re-queued (attempt %d of %d)", w->id,
+               job->id, job->attempts + 1, ES_JOB_MAX_ATTEMPTS);
+        srv_dispatch(s, &out);
+        continue;
+      }
       char jid[128];
       snprintf(jid, sizeof jid, "%s", job->id);
       srv_ctx *waiter = es_ep_step_abort(s, job);
-      es_log(s, "worker %s lost while holding job %s", w->id, jid);
+      es_log(s, "worker %s lost while holding job %s (attempt %d); job failed", w->id, jid,
+             ES_JOB_MAX_ATTEMPTS);
       if (waiter)
         srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
-                         "executor worker %s stopped responding while evaluating job %s; the "
-                         "step was not counted, retry it",
-                         w->id, jid);
+                         "executor workers stopped responding %d times while evaluating job %s; "
+                         "it was not counted, retry it",
+                         ES_JOB_MAX_ATTEMPTS, jid);
     }
     es_workers_reap(&s->jobs, now);
+    /* Leases: open episodes idle past the TTL are closed (recorded as idle_ttl). */
+    if (now >= n->next_reap) {
+      n->next_reap = now + SRV_TICK_S;
+      int nreaped = 0;
+      char **reaped = es_ep_reap_idle(s, now, &nreaped);
+      if (nreaped) {
+        pthread_mutex_unlock(&s->mtx);
+        double wall = ka_wall_s();
+        for (int i = 0; i < nreaped; i++) {
+          char err[400];
+          if (es_store_close_episode(s->store, reaped[i], wall, "idle_ttl", err, sizeof err))
+            es_log(s, "reaper %s: %s", reaped[i], err);
+          else
+            es_log(s, "episode %s idle past the TTL: closed (idle_ttl)", reaped[i]);
+          free(reaped[i]);
+        }
+        free(reaped);
+        pthread_mutex_lock(&s->mtx);
+      }
+    }
     if (out.n) {
       pthread_mutex_unlock(&s->mtx);
       srv_out_flush(&out);

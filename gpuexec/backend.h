@@ -35,7 +35,8 @@ typedef struct ka_device_info {
   int64_t shared_bytes_per_block;
   int max_threads_per_block;
   int clock_mhz;
-  double mem_bandwidth_gbps; /* theoretical, from memory clock and bus width; 0 unknown */
+  double mem_bandwidth_gbps; /* peak: GPUs theoretical (memory clock x bus width), host an
+                                upper bound measured at open (backend_host.c); 0 unknown */
   char driver[64];
 } ka_device_info;
 
@@ -126,6 +127,36 @@ typedef struct ka_backend_ops {
    * CLOCK_MONOTONIC on host). */
   int (*timer_start)(ka_backend_ctx *ctx);
   int (*timer_stop)(ka_backend_ctx *ctx, double *ms);
+
+  /* Optional (NULL: unknown). Bytes that flush_cache writes, so that the runner can
+   * check that they cover at least twice the last-level cache (docs/integrity.md). */
+  int (*flush_bytes)(ka_backend_ctx *ctx, size_t *out);
+  /* Optional (NULL: none observable). Work the backend saw done by loaded modules while
+   * no launch was in flight, accumulated since open: *busy_ms of it over *idle_ms of
+   * such time, both in milliseconds (host: CPU time of the module processes, read from
+   * the kernel, against wall time). The runner flags a result whose modules worked
+   * outside their calls (docs/integrity.md). */
+  int (*untimed_work)(ka_backend_ctx *ctx, double *busy_ms, double *idle_ms);
+
+  /* Device-resident staging (docs/integrity.md, property 3). Both optional; a backend
+   * that sets neither (host, hip) gets today's host path: the runner stages every call's
+   * inputs and poison on the host and reads the inputs back after every call. The runner
+   * uses the device path only when both are set.
+   *
+   * copy_device: copies `bytes` from src + src_off to dst + dst_off (offsets in bytes;
+   * regions must not overlap), enqueued on the context's stream, so it is ordered before
+   * every later launch, copy, memset, flush_cache and compare_device of the context; the
+   * host does not wait. 0 bytes is a no-op (KA_OK). Errors: the mapped vendor code
+   * (KA_EDEVICE for a sticky fault of earlier work, KA_EINVAL for a bad address). */
+  int (*copy_device)(ka_backend_ctx *ctx, ka_devptr dst, size_t dst_off, ka_devptr src,
+                     size_t src_off, size_t bytes);
+  /* compare_device: compares `bytes` at a + a_off and at b + b_off bytewise, after all
+   * work queued before it, with a trusted kernel of the backend (never submitted code),
+   * and waits for the answer: *equal = 1 if identical, 0 if any byte differs. 0 bytes:
+   * *equal = 1. Errors as copy_device, plus KA_EUNAVAIL / KA_ECOMPILE when the trusted
+   * kernel cannot be built (an infrastructure fault); *equal is then 0. */
+  int (*compare_device)(ka_backend_ctx *ctx, ka_devptr a, size_t a_off, ka_devptr b, size_t b_off,
+                        size_t bytes, int *equal);
 } ka_backend_ops;
 
 /* Entry point a backend module exports. Returns NULL if it cannot serve api_version. */

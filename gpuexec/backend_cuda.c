@@ -37,6 +37,7 @@
 #include "backend.h"
 #include "hip_on_cuda_embed.h"
 #include "ka_common.h"
+#include "trusted_kernels.h"
 
 #define CUDA_ERRLEN 1024
 #define CUDA_MAX_ARGS 64
@@ -60,6 +61,7 @@
   X(CtxSetCurrent, cuCtxSetCurrent, 1)                         \
   X(CtxSynchronize, cuCtxSynchronize, 1)                       \
   X(CtxResetPersistingL2Cache, cuCtxResetPersistingL2Cache, 0) \
+  X(CtxSetLimit, cuCtxSetLimit, 0)                             \
   X(StreamCreate, cuStreamCreate, 1)                           \
   X(StreamDestroy, cuStreamDestroy_v2, 1)                      \
   X(StreamSynchronize, cuStreamSynchronize, 1)                 \
@@ -72,6 +74,9 @@
   X(MemFree, cuMemFree_v2, 1)                                  \
   X(MemcpyHtoD, cuMemcpyHtoD_v2, 1)                            \
   X(MemcpyDtoH, cuMemcpyDtoH_v2, 1)                            \
+  X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 1)                  \
+  X(MemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 1)                  \
+  X(MemsetD32Async, cuMemsetD32Async, 1)                       \
   X(MemsetD8, cuMemsetD8_v2, 1)                                \
   X(MemsetD8Async, cuMemsetD8Async, 1)                         \
   X(ModuleLoadData, cuModuleLoadData, 1)                       \
@@ -157,6 +162,13 @@ struct ka_backend_ctx {
   char pci_bus_id[32];
   int nvml_state; /* 0 not tried, 1 handle valid, -1 unavailable */
   cuda_nvmlDevice_t nvml_dev;
+  /* trusted compare kernels (trusted_kernels.h), built at the first compare_device */
+  int cmp_state;         /* 0 not built, 1 ready, -1 failed (cmp_why) */
+  int cmp_rc;            /* the failure's ka_err */
+  struct ka_module *cmp; /* loaded module */
+  CUdeviceptr cmp_flag;  /* 4 bytes: 1 if a compare saw a difference */
+  unsigned cmp_grid_max; /* blocks per compare launch: 8 per multiprocessor */
+  char cmp_why[CUDA_ERRLEN];
   char err[CUDA_ERRLEN];
 };
 
@@ -430,6 +442,7 @@ static int cuda_device_count(int *count, char *err, size_t errlen) {
 }
 
 static void cuda_close(ka_backend_ctx *ctx);
+static void cuda_module_free(ka_backend_ctx *ctx, ka_module *m);
 
 /* Opens device index: retains its primary context, makes it current, creates one
  * stream (blocking with respect to the legacy default stream, so synchronous copies
@@ -482,6 +495,9 @@ static int cuda_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
       l2 <= 0)
     l2 = 0;
   ctx->flush_bytes = l2 > 0 ? 2 * (size_t)l2 : CUDA_FLUSH_FALLBACK;
+  /* No L2 set-aside for persisting accesses: no access-policy window can keep lines
+   * resident across the flush (docs/integrity.md). Unsupported before sm_80. */
+  if (cuda_drv.f.CtxSetLimit) cuda_drv.f.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
   op = "cuMemAlloc(flush buffer)";
   if ((cr = cuda_drv.f.MemAlloc(&ctx->flush, ctx->flush_bytes)) != CUDA_SUCCESS) goto fail;
   if (cuda_drv.f.DeviceGetPCIBusId(ctx->pci_bus_id, (int)sizeof ctx->pci_bus_id, ctx->dev) !=
@@ -502,6 +518,8 @@ static void cuda_close(ka_backend_ctx *ctx) {
   if (!ctx) return;
   if (ctx->cu) {
     cuda_drv.f.CtxSetCurrent(ctx->cu);
+    if (ctx->cmp) cuda_module_free(ctx, ctx->cmp);
+    if (ctx->cmp_flag) cuda_drv.f.MemFree(ctx->cmp_flag);
     if (ctx->flush) cuda_drv.f.MemFree(ctx->flush);
     if (ctx->ev_stop) cuda_drv.f.EventDestroy(ctx->ev_stop);
     if (ctx->ev_start) cuda_drv.f.EventDestroy(ctx->ev_start);
@@ -682,8 +700,6 @@ static char *cuda_strndup(const char *s, size_t n) {
   }
   return d;
 }
-
-static void cuda_module_free(ka_backend_ctx *ctx, ka_module *m);
 
 /* Compiles req->sources[0] with NVRTC to a CUBIN for req->arch (or the context's
  * device), options --gpu-architecture=<arch> -std=c++17 -lineinfo (no fast math).
@@ -1082,6 +1098,125 @@ static int cuda_flush_cache(ka_backend_ctx *ctx) {
   return KA_OK;
 }
 
+/* Bytes flush_cache writes (twice the L2 size, or CUDA_FLUSH_FALLBACK when the driver
+ * does not report the L2 size), for the runner's check. */
+static int cuda_flush_bytes(ka_backend_ctx *ctx, size_t *out) {
+  *out = ctx->flush_bytes;
+  return KA_OK;
+}
+
+/* ---- device-resident staging (backend.h: copy_device, compare_device) */
+
+/* Copies bytes from src + src_off to dst + dst_off (byte offsets) with
+ * cuMemcpyDtoDAsync on the context's stream: ordered before later work of the stream
+ * (and, the stream being blocking, of the legacy default stream); the host does not
+ * wait. 0 bytes is a no-op. */
+static int cuda_copy_device(ka_backend_ctx *ctx, ka_devptr dst, size_t dst_off, ka_devptr src,
+                            size_t src_off, size_t bytes) {
+  int rc = cuda_enter(ctx, "copy_device");
+  if (rc != KA_OK || bytes == 0) return rc;
+  CUresult cr = cuda_drv.f.MemcpyDtoDAsync((CUdeviceptr)(dst + dst_off),
+                                           (CUdeviceptr)(src + src_off), bytes, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemcpyDtoDAsync(%zu bytes)", bytes);
+  return KA_OK;
+}
+
+/* Builds the trusted compare kernels (trusted_kernels.h) for the context's device with
+ * cuda_compile, and the 4-byte difference flag, once per context. A failure is kept
+ * (cmp_state -1) and reported by every later call. */
+static int cuda_cmp_ready(ka_backend_ctx *ctx) {
+  if (ctx->cmp_state == 1) return KA_OK;
+  if (ctx->cmp_state < 0) return cuda_seterr(ctx, ctx->cmp_rc, "%s", ctx->cmp_why);
+  ka_source src = {.name = "ka_trusted_kernels.cu",
+                   .text = ka_trusted_kernels_src,
+                   .len = sizeof ka_trusted_kernels_src - 1};
+  ka_compile_req req = {.language = "cuda",
+                        .sources = &src,
+                        .nsources = 1,
+                        .kernels = ka_trusted_cmp_names,
+                        .nkernels = KA_TRUSTED_CMP_WIDTHS,
+                        .arch = NULL,
+                        .workdir = "/",
+                        .timeout_s = 60};
+  char e[CUDA_ERRLEN] = "";
+  char *log = NULL;
+  int rc = cuda_compile(ctx, &req, &ctx->cmp, &log, e, sizeof e);
+  free(log);
+  if (rc != KA_OK) {
+    ctx->cmp = NULL;
+    ctx->cmp_rc = rc == KA_EOOM || rc == KA_ENOMEM ? rc : KA_EUNAVAIL;
+    snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "building the trusted compare kernel: %s", e);
+  } else if ((rc = cuda_enter(ctx, "compare_device")) == KA_OK) {
+    int sms = 0;
+    CUresult cr =
+        cuda_drv.f.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev);
+    ctx->cmp_grid_max = cr == CUDA_SUCCESS && sms > 0 ? 8u * (unsigned)sms : 1024u;
+    cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, 4);
+    if (cr != CUDA_SUCCESS) {
+      ctx->cmp_flag = 0;
+      rc = cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemAlloc(compare flag, 4 bytes)");
+      ctx->cmp_rc = rc;
+      snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "%s", ctx->err);
+    }
+  } else {
+    ctx->cmp_rc = rc;
+    snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "%s", ctx->err);
+  }
+  if (rc != KA_OK) {
+    ctx->cmp_state = -1;
+    return cuda_seterr(ctx, ctx->cmp_rc, "%s", ctx->cmp_why);
+  }
+  ctx->cmp_state = 1;
+  return KA_OK;
+}
+
+/* Compares bytes at a + a_off and b + b_off: zeroes the flag (cuMemsetD32Async), launches
+ * the widest trusted compare kernel whose word size divides both addresses and the length
+ * (16, 8, 4, 2 or 1 bytes; 256 threads per block, at most 8 blocks per multiprocessor,
+ * grid-stride), copies the flag back (cuMemcpyDtoHAsync) and waits for the stream, all on
+ * the context's stream after the work queued before. *equal = 1 if identical. */
+static int cuda_compare_device(ka_backend_ctx *ctx, ka_devptr a, size_t a_off, ka_devptr b,
+                               size_t b_off, size_t bytes, int *equal) {
+  *equal = 0;
+  int rc = cuda_enter(ctx, "compare_device");
+  if (rc != KA_OK) return rc;
+  if (bytes == 0) {
+    *equal = 1;
+    return KA_OK;
+  }
+  if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
+  ka_devptr pa = a + a_off, pb = b + b_off;
+  int w = KA_TRUSTED_CMP_WIDTHS - 1; /* log2 of the word size */
+  while (w > 0 && ((pa | pb | (ka_devptr)bytes) & (((ka_devptr)1 << w) - 1))) w--;
+  unsigned long long words = (unsigned long long)(bytes >> w);
+  unsigned long long blocks = (words + 255) / 256;
+  CUresult cr = cuda_drv.f.MemsetD32Async(ctx->cmp_flag, 0, 1, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD32Async(compare flag)");
+  ka_arg args[4] = {{.kind = KA_ARG_PTR, .v.ptr = pa},
+                    {.kind = KA_ARG_PTR, .v.ptr = pb},
+                    {.kind = KA_ARG_I64, .v.i64 = (int64_t)words},
+                    {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag}};
+  ka_launch l = {
+      .kernel = ka_trusted_cmp_names[w],
+      .grid = {(unsigned)(blocks < ctx->cmp_grid_max ? blocks : ctx->cmp_grid_max), 1, 1},
+      .block = {256, 1, 1},
+      .shared_bytes = 0,
+      .args = args,
+      .nargs = 4};
+  if ((rc = cuda_launch(ctx, ctx->cmp, &l)) != KA_OK) return rc;
+  unsigned flag = 1;
+  cr = cuda_drv.f.MemcpyDtoHAsync(&flag, ctx->cmp_flag, sizeof flag, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(compare flag)");
+  cr = cuda_drv.f.StreamSynchronize(ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(compare)");
+  *equal = flag == 0;
+  return KA_OK;
+}
+
 /* Records the start event on the stream. */
 static int cuda_timer_start(ka_backend_ctx *ctx) {
   int rc = cuda_enter(ctx, "timer_start");
@@ -1132,6 +1267,9 @@ static const ka_backend_ops cuda_ops = {
     .flush_cache = cuda_flush_cache,
     .timer_start = cuda_timer_start,
     .timer_stop = cuda_timer_stop,
+    .flush_bytes = cuda_flush_bytes,
+    .copy_device = cuda_copy_device,
+    .compare_device = cuda_compare_device,
 };
 
 /* Module entry point (KA_BACKEND_GET_SYMBOL): the cuda backend's ops, or NULL if

@@ -1,7 +1,17 @@
 /* The host backend: C submissions compiled by the system C compiler into a shared
- * object, called through libffi with the task's entry-point arguments, timed with
- * CLOCK_MONOTONIC. "Device memory" is host memory; the last-level cache is flushed by
- * writing a buffer of twice its size. */
+ * object, timed with CLOCK_MONOTONIC. "Device memory" is host memory; the last-level
+ * cache is flushed by writing a buffer of twice its size.
+ *
+ * Isolation (docs/integrity.md): a compiled module is never loaded into the caller's
+ * process. Each module gets its own process (ka-runner --host-module, a fresh exec, so
+ * it inherits no memory and no descriptor of the caller but its command socket and
+ * stderr), which dlopens the shared object and calls its entry points through libffi
+ * on command. "Device memory" is shared memory (one memfd per allocation, passed to
+ * every module process with SCM_RIGHTS), so the caller keeps its timer, its result
+ * channel and everything else out of the submission's reach, and times every launch
+ * from outside: a launch is a command and its reply, which echoes a per-call nonce.
+ * The kernel's CPU-time accounting of each module process, read by the caller, shows
+ * work done while no launch was in flight (untimed_work). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,13 +22,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
+#include "data.h"
 #include "ka_common.h"
+#include "runner.h"
+
+#define HOST_MAX_ALLOCS 256
+#define HOST_MAX_MODULES 8
+#define HOST_MAX_ARGS 32
+#define HOST_MAX_KERNELS 16
+
+enum { HOST_OP_MAP = 1, HOST_OP_UNMAP = 2, HOST_OP_CALL = 3 };
+enum { HOST_ARG_NULL = 0, HOST_ARG_PTR = 1, HOST_ARG_I32 = 2, HOST_ARG_I64 = 3 };
+
+/* One command to a module process (one SOCK_SEQPACKET message). */
+typedef struct host_cmd {
+  uint32_t op, id, nargs, kernel; /* MAP/UNMAP: id = allocation; CALL: kernel index */
+  uint64_t size, nonce;           /* MAP: bytes; CALL: echoed in the reply */
+  struct {
+    uint32_t kind, alloc;
+    uint64_t v; /* PTR: offset in the allocation; I32/I64: the value */
+  } args[HOST_MAX_ARGS];
+} host_cmd;
+
+/* A module process's answer: once after loading, then once per CALL. */
+typedef struct host_reply {
+  int32_t rc; /* 0 ok */
+  uint32_t pad;
+  uint64_t nonce;
+  char msg[240];
+} host_reply;
+
+typedef struct host_alloc {
+  uint32_t id;
+  int fd;
+  unsigned char *base;
+  size_t bytes;
+} host_alloc;
 
 struct ka_backend_ctx {
   char err[1024];
@@ -26,13 +75,26 @@ struct ka_backend_ctx {
   size_t flush_bytes;
   unsigned flush_round;
   double t0;
+  double bw_gbps; /* peak for the physics floor: 8 x measured single-thread write bandwidth */
+  host_alloc allocs[HOST_MAX_ALLOCS];
+  int nallocs;
+  uint32_t next_id;
+  ka_module *mods[HOST_MAX_MODULES];
+  int nmods;
+  uint64_t nonce_key;
+  uint64_t calls;
+  double busy_ms, idle_ms; /* module CPU time and wall time while no launch was in flight */
 };
 
 struct ka_module {
-  void *dl;
+  ka_backend_ctx *ctx; /* NULL for a compile-only check */
+  pid_t pid;
+  int sock;
+  clockid_t clk;
+  int have_clk, have_mark;
+  double cpu_after_ms, wall_after_s; /* at the end of the last launch */
   int nkernels;
   char **names;
-  void **syms;
 };
 
 static int64_t host_llc_bytes(void) {
@@ -60,6 +122,8 @@ static int host_device_count(int *count, char *err, size_t errlen) {
   return KA_OK;
 }
 
+static int host_flush_cache(ka_backend_ctx *c);
+
 static int host_open(int index, ka_backend_ctx **out, char *err, size_t errlen) {
   *out = NULL;
   if (index != 0) return ka_seterr(err, errlen, KA_EINVAL, "host backend has one device");
@@ -71,12 +135,34 @@ static int host_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
     free(c);
     return ka_seterr(err, errlen, KA_ENOMEM, "cannot allocate the cache flush buffer");
   }
+  if (getrandom(&c->nonce_key, sizeof c->nonce_key, 0) != (ssize_t)sizeof c->nonce_key)
+    c->nonce_key = (uint64_t)(ka_now_s() * 1e9) ^ ((uint64_t)getpid() << 32);
+  /* Peak memory bandwidth for the physics floor (docs/integrity.md): 8 x the best of
+   * three single-thread passes over the flush buffer (twice the last-level cache, so
+   * the writes reach DRAM). One thread reaches a fraction of what all cores do, and a
+   * loaded machine measures low, so the factor makes this a generous upper bound: the
+   * floor must never flag honest code. */
+  double best = 0;
+  for (int i = 0; i < 3; i++) {
+    double t0 = ka_now_s();
+    host_flush_cache(c);
+    double dt = ka_now_s() - t0;
+    if (dt > 0 && (best == 0 || dt < best)) best = dt;
+  }
+  c->bw_gbps = best > 0 ? 8.0 * (double)c->flush_bytes / best / 1e9 : 0;
+  /* an allocation beyond RLIMIT_FSIZE fails with EFBIG instead of killing the runner */
+  signal(SIGXFSZ, SIG_IGN);
   *out = c;
   return KA_OK;
 }
 
+static void host_module_free(ka_backend_ctx *c, ka_module *m);
+static void host_mem_free(ka_backend_ctx *c, ka_devptr p);
+
 static void host_close(ka_backend_ctx *c) {
   if (!c) return;
+  while (c->nmods > 0) host_module_free(c, c->mods[c->nmods - 1]);
+  while (c->nallocs > 0) host_mem_free(c, (ka_devptr)(uintptr_t)c->allocs[c->nallocs - 1].base);
   free(c->flush);
   free(c);
 }
@@ -109,6 +195,7 @@ static int host_device_info(ka_backend_ctx *c, ka_device_info *d) {
   d->memory_bytes = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
   d->l2_bytes = host_llc_bytes();
   d->max_threads_per_block = 1;
+  d->mem_bandwidth_gbps = c ? c->bw_gbps : 0; /* upper bound, measured at open */
   snprintf(d->driver, sizeof d->driver, "%s", u.release);
   return KA_OK;
 }
@@ -163,13 +250,163 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? KA_OK : KA_ECOMPILE;
 }
 
+/* ---- module processes */
+
+/* CPU time (ms) the module's process has used, all threads, as the kernel accounts it. */
+static double host_cpu_ms(ka_module *m) {
+  struct timespec ts;
+  if (!m->have_clk || clock_gettime(m->clk, &ts) != 0) return 0;
+  return (double)ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Sends one command, with fd attached when fd >= 0. */
+static int host_send(ka_module *m, const host_cmd *cmd, int fd) {
+  struct iovec iov = {(void *)cmd, sizeof *cmd};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    memset(&u, 0, sizeof u);
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof u.buf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  }
+  for (;;) {
+    ssize_t n = sendmsg(m->sock, &msg, MSG_NOSIGNAL);
+    if (n == (ssize_t)sizeof *cmd) return KA_OK;
+    if (n < 0 && errno == EINTR) continue;
+    return KA_EIO;
+  }
+}
+
+/* Receives one reply; KA_EIO when the process closed the socket or sent garbage. */
+static int host_recv(ka_module *m, host_reply *r) {
+  for (;;) {
+    ssize_t n = recv(m->sock, r, sizeof *r, 0);
+    if (n == (ssize_t)sizeof *r) {
+      r->msg[sizeof r->msg - 1] = 0;
+      return KA_OK;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return KA_EIO;
+  }
+}
+
+/* Describes why a module process stopped answering, and makes sure it is gone. */
+static void host_why_dead(ka_module *m, char *out, size_t outlen) {
+  int st = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 50 && r == 0; i++) {
+    r = waitpid(m->pid, &st, WNOHANG);
+    if (r == 0) usleep(2000);
+  }
+  if (r == 0) {
+    kill(m->pid, SIGKILL);
+    while (waitpid(m->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    snprintf(out, outlen, "the process running the submitted code broke its command channel");
+  } else if (r < 0) {
+    snprintf(out, outlen, "the process running the submitted code is gone");
+  } else if (WIFSIGNALED(st)) {
+    snprintf(out, outlen, "the process running the submitted code was terminated by signal %d (%s)",
+             WTERMSIG(st), strsignal(WTERMSIG(st)));
+  } else {
+    snprintf(out, outlen, "the process running the submitted code exited with code %d",
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  }
+  m->pid = -1;
+}
+
+static int host_send_map(ka_module *m, const host_alloc *a) {
+  host_cmd cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.op = HOST_OP_MAP;
+  cmd.id = a->id;
+  cmd.size = a->bytes;
+  return host_send(m, &cmd, a->fd);
+}
+
 static void host_module_free(ka_backend_ctx *c, ka_module *m) {
   if (!m) return;
-  if (m->dl) dlclose(m->dl);
+  if (m->sock >= 0) close(m->sock);
+  if (m->pid > 0) {
+    kill(m->pid, SIGKILL);
+    while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (m->ctx)
+    for (int i = 0; i < m->ctx->nmods; i++)
+      if (m->ctx->mods[i] == m) {
+        m->ctx->mods[i] = m->ctx->mods[--m->ctx->nmods];
+        break;
+      }
   for (int i = 0; i < m->nkernels; i++) free(m->names[i]);
   free(m->names);
-  free(m->syms);
   free(m);
+}
+
+/* Starts the process that loads so and resolves the kernels; waits for its answer.
+ * KA_ECOMPILE with the reason in log when the module does not load. */
+static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *req, ka_module *m,
+                      ka_sb *log) {
+  char exe[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return KA_ESYS;
+  exe[n] = 0;
+  if (req->nkernels > HOST_MAX_KERNELS) return KA_ERANGE;
+  char *argv[HOST_MAX_KERNELS + 4];
+  int k = 0;
+  argv[k++] = exe;
+  argv[k++] = (char *)KA_RUNNER_HOST_MODULE_ARG;
+  argv[k++] = (char *)so;
+  for (int i = 0; i < req->nkernels; i++) argv[k++] = (char *)req->kernels[i];
+  argv[k] = NULL;
+  /* OpenMP worker threads sleep between calls instead of spinning (a spinning pool
+   * would count as work outside the timed calls) */
+  char home[PATH_MAX + 8];
+  snprintf(home, sizeof home, "HOME=%s", req->workdir);
+  char *env[] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return KA_ESYS;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(sv[0]), close(sv[1]);
+    return KA_ESYS;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    if (dup2(sv[1], 0) != 0) _exit(126);
+    close_range(3, ~0U, 0); /* the result channel (fd 3) and everything else */
+    if (chdir(req->workdir) != 0) _exit(126);
+    execve(exe, argv, env);
+    _exit(127);
+  }
+  close(sv[1]);
+  m->pid = pid;
+  m->sock = sv[0];
+  m->have_clk = clock_getcpuclockid(pid, &m->clk) == 0;
+  host_reply r;
+  if (host_recv(m, &r) != KA_OK) {
+    char why[256];
+    host_why_dead(m, why, sizeof why);
+    ka_sb_printf(log, "loading the compiled module failed: %s\n", why);
+    return KA_ECOMPILE;
+  }
+  if (r.rc != 0) {
+    ka_sb_printf(log, "%s\n", r.msg);
+    return KA_ECOMPILE;
+  }
+  for (int i = 0; c && i < c->nallocs; i++)
+    if (host_send_map(m, &c->allocs[i]) != KA_OK) return KA_EIO;
+  return KA_OK; /* idle time is counted from the end of the first launch on */
 }
 
 static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module **out, char **log,
@@ -179,6 +416,8 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   if (strcmp(req->language, "c"))
     return ka_seterr(err, errlen, KA_EINVAL, "host backend compiles C, not %s", req->language);
   if (!req->workdir) return ka_seterr(err, errlen, KA_EINVAL, "host compile needs a workdir");
+  if (c && c->nmods >= HOST_MAX_MODULES)
+    return ka_seterr(err, errlen, KA_ERANGE, "too many modules loaded");
   for (int i = 0; i < req->nsources; i++) {
     char p[PATH_MAX];
     if (!ka_path_is_safe(req->sources[i].name) || strchr(req->sources[i].name, '/'))
@@ -216,25 +455,21 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
     free(clog);
     return KA_ENOMEM;
   }
-  m->dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  m->sock = -1;
+  m->pid = -1;
   ka_sb sb = {0};
   ka_sb_puts(&sb, clog ? clog : "");
   free(clog);
-  if (!m->dl) {
-    ka_sb_printf(&sb, "loading the compiled module failed: %s\n", dlerror());
-    rc = KA_ECOMPILE;
-  } else {
-    m->names = calloc((size_t)req->nkernels + 1, sizeof *m->names);
-    m->syms = calloc((size_t)req->nkernels + 1, sizeof *m->syms);
-    for (int i = 0; i < req->nkernels && m->names; i++) {
-      m->names[i] = strdup(req->kernels[i]);
-      m->nkernels = i + 1;
-      m->syms[i] = dlsym(m->dl, req->kernels[i]);
-      if (!m->syms[i]) {
-        ka_sb_printf(&sb, "entry point '%s' not found in the compiled module\n", req->kernels[i]);
-        rc = KA_ECOMPILE;
-      }
-    }
+  m->names = calloc((size_t)req->nkernels + 1, sizeof *m->names);
+  for (int i = 0; i < req->nkernels && m->names; i++) {
+    m->names[i] = strdup(req->kernels[i]);
+    m->nkernels = i + 1;
+  }
+  /* loaded in its own process, never here: its constructors run there */
+  rc = host_spawn(c, so, req, m, &sb);
+  if (rc == KA_OK && c && out) {
+    m->ctx = c;
+    c->mods[c->nmods++] = m;
   }
   if (log)
     *log = ka_sb_take(&sb);
@@ -248,18 +483,57 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   return KA_OK;
 }
 
+/* ---- memory: one memfd per allocation, mapped here and in every module process */
+
 static int host_mem_alloc(ka_backend_ctx *c, size_t bytes, ka_devptr *out) {
-  void *p = NULL;
-  if (posix_memalign(&p, 256, bytes ? bytes : 1) != 0) {
-    snprintf(c->err, sizeof c->err, "host allocation of %zu bytes failed", bytes);
+  if (c->nallocs >= HOST_MAX_ALLOCS) {
+    snprintf(c->err, sizeof c->err, "more than %d host allocations", HOST_MAX_ALLOCS);
     return KA_EOOM;
   }
+  size_t len = bytes ? bytes : 1;
+  int fd = memfd_create("ka-tensor", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
+    snprintf(c->err, sizeof c->err, "host allocation of %zu bytes failed: %s", bytes,
+             strerror(errno));
+    if (fd >= 0) close(fd);
+    return KA_EOOM;
+  }
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    snprintf(c->err, sizeof c->err, "host allocation of %zu bytes failed: %s", bytes,
+             strerror(errno));
+    close(fd);
+    return KA_EOOM;
+  }
+  host_alloc *a = &c->allocs[c->nallocs++];
+  a->id = ++c->next_id;
+  a->fd = fd;
+  a->base = p;
+  a->bytes = len;
+  for (int i = 0; i < c->nmods; i++)
+    if (host_send_map(c->mods[i], a) != KA_OK) {
+      snprintf(c->err, sizeof c->err, "cannot share an allocation with a module process");
+      host_mem_free(c, (ka_devptr)(uintptr_t)p);
+      return KA_EDEVICE;
+    }
   *out = (ka_devptr)(uintptr_t)p;
   return KA_OK;
 }
 
 static void host_mem_free(ka_backend_ctx *c, ka_devptr p) {
-  free((void *)(uintptr_t)p);
+  for (int i = 0; i < c->nallocs; i++) {
+    host_alloc *a = &c->allocs[i];
+    if ((uintptr_t)a->base != (uintptr_t)p) continue;
+    host_cmd cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.op = HOST_OP_UNMAP;
+    cmd.id = a->id;
+    for (int k = 0; k < c->nmods; k++) host_send(c->mods[k], &cmd, -1);
+    munmap(a->base, a->bytes);
+    close(a->fd);
+    c->allocs[i] = c->allocs[--c->nallocs];
+    return;
+  }
 }
 
 static int host_copy_to_device(ka_backend_ctx *c, ka_devptr dst, const void *src, size_t n) {
@@ -277,41 +551,78 @@ static int host_memset8(ka_backend_ctx *c, ka_devptr dst, uint8_t v, size_t n) {
   return KA_OK;
 }
 
+/* One call of an entry point in the module's process: the command, then its reply. */
 static int host_launch(ka_backend_ctx *c, ka_module *m, const ka_launch *l) {
-  void *fn = NULL;
+  host_cmd cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.op = HOST_OP_CALL;
+  cmd.kernel = UINT32_MAX;
   for (int i = 0; i < m->nkernels; i++)
-    if (!strcmp(m->names[i], l->kernel)) fn = m->syms[i];
-  if (!fn) {
+    if (!strcmp(m->names[i], l->kernel)) cmd.kernel = (uint32_t)i;
+  if (cmd.kernel == UINT32_MAX) {
     snprintf(c->err, sizeof c->err, "entry point '%s' is not in the module", l->kernel);
     return KA_ELAUNCH;
   }
-  if (l->nargs > 32) return KA_EINVAL;
-  ffi_type *types[32];
-  void *vals[32];
-  void *ptrs[32];
+  if (m->pid <= 0) {
+    snprintf(c->err, sizeof c->err, "the process running the submitted code is gone");
+    return KA_EDEVICE;
+  }
+  if (l->nargs > HOST_MAX_ARGS) return KA_EINVAL;
+  cmd.nargs = (uint32_t)l->nargs;
   for (int i = 0; i < l->nargs; i++) {
-    switch (l->args[i].kind) {
-      case KA_ARG_PTR:
-        types[i] = &ffi_type_pointer;
-        ptrs[i] = (void *)(uintptr_t)l->args[i].v.ptr;
-        vals[i] = &ptrs[i];
-        break;
-      case KA_ARG_I32:
-        types[i] = &ffi_type_sint32;
-        vals[i] = (void *)&l->args[i].v.i32;
-        break;
-      case KA_ARG_I64:
-        types[i] = &ffi_type_sint64;
-        vals[i] = (void *)&l->args[i].v.i64;
-        break;
+    const ka_arg *a = &l->args[i];
+    if (a->kind == KA_ARG_I32) {
+      cmd.args[i].kind = HOST_ARG_I32;
+      cmd.args[i].v = (uint64_t)(uint32_t)a->v.i32;
+    } else if (a->kind == KA_ARG_I64) {
+      cmd.args[i].kind = HOST_ARG_I64;
+      cmd.args[i].v = (uint64_t)a->v.i64;
+    } else if (!a->v.ptr) {
+      cmd.args[i].kind = HOST_ARG_NULL;
+    } else {
+      int found = 0;
+      for (int k = 0; k < c->nallocs && !found; k++) {
+        uintptr_t b = (uintptr_t)c->allocs[k].base;
+        if (a->v.ptr >= b && a->v.ptr <= b + c->allocs[k].bytes) {
+          cmd.args[i].kind = HOST_ARG_PTR;
+          cmd.args[i].alloc = c->allocs[k].id;
+          cmd.args[i].v = a->v.ptr - b;
+          found = 1;
+        }
+      }
+      if (!found) {
+        snprintf(c->err, sizeof c->err, "argument %d of %s is not device memory", i, l->kernel);
+        return KA_ELAUNCH;
+      }
     }
   }
-  ffi_cif cif;
-  if (ffi_prep_cif(&cif, FFI_DEFAULT_ABI, (unsigned)l->nargs, &ffi_type_void, types) != FFI_OK) {
-    snprintf(c->err, sizeof c->err, "libffi could not prepare the call of %s", l->kernel);
+  cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
+  double cpu0 = host_cpu_ms(m), wall0 = ka_now_s();
+  if (m->have_mark) {
+    c->busy_ms += cpu0 - m->cpu_after_ms;
+    c->idle_ms += (wall0 - m->wall_after_s) * 1e3;
+  }
+  host_reply r;
+  int rc = host_send(m, &cmd, -1);
+  if (rc == KA_OK) rc = host_recv(m, &r);
+  if (rc != KA_OK) {
+    host_why_dead(m, c->err, sizeof c->err);
+    m->have_mark = 0;
+    return KA_EDEVICE;
+  }
+  m->cpu_after_ms = host_cpu_ms(m);
+  m->wall_after_s = ka_now_s();
+  m->have_mark = 1;
+  if (r.nonce != cmd.nonce) {
+    snprintf(c->err, sizeof c->err,
+             "the process running the submitted code answered a call it was not given");
+    kill(m->pid, SIGKILL);
+    return KA_EDEVICE;
+  }
+  if (r.rc != 0) {
+    snprintf(c->err, sizeof c->err, "%s", r.msg);
     return KA_ELAUNCH;
   }
-  ffi_call(&cif, FFI_FN(fn), NULL, vals);
   return KA_OK;
 }
 
@@ -339,6 +650,17 @@ static int host_timer_stop(ka_backend_ctx *c, double *ms) {
   return KA_OK;
 }
 
+static int host_flush_bytes(ka_backend_ctx *c, size_t *out) {
+  *out = c->flush_bytes;
+  return KA_OK;
+}
+
+static int host_untimed_work(ka_backend_ctx *c, double *busy_ms, double *idle_ms) {
+  *busy_ms = c->busy_ms;
+  *idle_ms = c->idle_ms;
+  return KA_OK;
+}
+
 static const ka_backend_ops host_ops = {
     .api_version = KA_BACKEND_API_VERSION,
     .name = "host",
@@ -360,8 +682,123 @@ static const ka_backend_ops host_ops = {
     .flush_cache = host_flush_cache,
     .timer_start = host_timer_start,
     .timer_stop = host_timer_stop,
+    .flush_bytes = host_flush_bytes,
+    .untimed_work = host_untimed_work,
 };
 
 const ka_backend_ops *ka_backend_host(void) {
   return &host_ops;
+}
+
+/* ---- the module process (ka-runner --host-module SO KERNEL...) */
+
+int ka_host_module_main(int argc, char **argv) {
+  const int sock = 0;
+  host_reply rep;
+  memset(&rep, 0, sizeof rep);
+  if (argc < 3 || argc - 3 > HOST_MAX_KERNELS) return 2;
+  int nk = argc - 3;
+  void *syms[HOST_MAX_KERNELS];
+  void *dl = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    rep.rc = -1;
+    snprintf(rep.msg, sizeof rep.msg, "loading the compiled module failed: %s", dlerror());
+  }
+  for (int i = 0; dl && i < nk && rep.rc == 0; i++) {
+    syms[i] = dlsym(dl, argv[3 + i]);
+    if (!syms[i]) {
+      rep.rc = -1;
+      snprintf(rep.msg, sizeof rep.msg, "entry point '%s' not found in the compiled module",
+               argv[3 + i]);
+    }
+  }
+  if (send(sock, &rep, sizeof rep, MSG_NOSIGNAL) != (ssize_t)sizeof rep || rep.rc) return 1;
+  struct {
+    uint32_t id;
+    unsigned char *base;
+    size_t bytes;
+  } maps[HOST_MAX_ALLOCS];
+  int nmaps = 0;
+  for (;;) {
+    host_cmd cmd;
+    struct iovec iov = {&cmd, sizeof cmd};
+    union {
+      char buf[CMSG_SPACE(sizeof(int))];
+      struct cmsghdr align;
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n != (ssize_t)sizeof cmd) _exit(n == 0 ? 0 : 1);
+    int fd = -1;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+      memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    if (cmd.op == HOST_OP_MAP) {
+      if (fd < 0 || nmaps >= HOST_MAX_ALLOCS) _exit(1);
+      void *p = mmap(NULL, cmd.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (p == MAP_FAILED) _exit(1);
+      maps[nmaps].id = cmd.id;
+      maps[nmaps].base = p;
+      maps[nmaps].bytes = cmd.size;
+      nmaps++;
+      continue;
+    }
+    if (fd >= 0) close(fd);
+    if (cmd.op == HOST_OP_UNMAP) {
+      for (int i = 0; i < nmaps; i++)
+        if (maps[i].id == cmd.id) {
+          munmap(maps[i].base, maps[i].bytes);
+          maps[i] = maps[--nmaps];
+          break;
+        }
+      continue;
+    }
+    if (cmd.op != HOST_OP_CALL || cmd.kernel >= (uint32_t)nk || cmd.nargs > HOST_MAX_ARGS) _exit(1);
+    ffi_type *types[HOST_MAX_ARGS];
+    void *vals[HOST_MAX_ARGS], *ptrs[HOST_MAX_ARGS];
+    int32_t i32s[HOST_MAX_ARGS];
+    int64_t i64s[HOST_MAX_ARGS];
+    memset(&rep, 0, sizeof rep);
+    for (uint32_t i = 0; i < cmd.nargs && rep.rc == 0; i++) {
+      switch (cmd.args[i].kind) {
+        case HOST_ARG_I32:
+          types[i] = &ffi_type_sint32;
+          i32s[i] = (int32_t)(uint32_t)cmd.args[i].v;
+          vals[i] = &i32s[i];
+          break;
+        case HOST_ARG_I64:
+          types[i] = &ffi_type_sint64;
+          i64s[i] = (int64_t)cmd.args[i].v;
+          vals[i] = &i64s[i];
+          break;
+        default:
+          types[i] = &ffi_type_pointer;
+          ptrs[i] = NULL;
+          if (cmd.args[i].kind == HOST_ARG_PTR) {
+            for (int k = 0; k < nmaps; k++)
+              if (maps[k].id == cmd.args[i].alloc && cmd.args[i].v <= maps[k].bytes)
+                ptrs[i] = maps[k].base + cmd.args[i].v;
+            if (!ptrs[i]) {
+              rep.rc = -1;
+              snprintf(rep.msg, sizeof rep.msg, "argument %u: unknown allocation", i);
+            }
+          }
+          vals[i] = &ptrs[i];
+          break;
+      }
+    }
+    ffi_cif cif;
+    if (rep.rc == 0 &&
+        ffi_prep_cif(&cif, FFI_DEFAULT_ABI, cmd.nargs, &ffi_type_void, types) != FFI_OK) {
+      rep.rc = -1;
+      snprintf(rep.msg, sizeof rep.msg, "libffi could not prepare the call of %s",
+               argv[3 + cmd.kernel]);
+    }
+    if (rep.rc == 0) ffi_call(&cif, FFI_FN(syms[cmd.kernel]), NULL, vals);
+    rep.nonce = cmd.nonce;
+    if (send(sock, &rep, sizeof rep, MSG_NOSIGNAL) != (ssize_t)sizeof rep) _exit(1);
+  }
 }

@@ -16,18 +16,34 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpuexec.h"
 #include "ka_common.h"
 
 #define GX_POLL_WAIT_MS 5000
+#define GX_HEARTBEAT_S                                      \
+  3.0 /* default --heartbeat-interval; the server's default \
+         --heartbeat-timeout is 15 s (ES_HEARTBEAT_LOST_S) */
+
+/* The heartbeat state of one worker: the job it evaluates (job_id[0] == 0: none). The
+ * worker thread sets and clears the job; its heartbeat thread reads it. */
+typedef struct gx_heartbeat {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char job_id[256];
+  unsigned long generation; /* bumped at every job start, so a job is told apart from the
+                               next one with the same id */
+} gx_heartbeat;
 
 typedef struct gx_worker {
-  pthread_t thread;
+  pthread_t thread, hb_thread;
   const ka_exec_config *cfg;
   Kernelarena__V1__Device *dev;
   char id[256];
+  double hb_interval_s; /* 0: no heartbeats */
+  gx_heartbeat hb;
 } gx_worker;
 
 static atomic_int gx_stop;
@@ -82,25 +98,121 @@ static int gx_discover(const char *runner, const char *backend,
   return rc;
 }
 
+/* Opens a REQ socket dialled to url with the executor's options; recv_ms bounds a reply. */
+static int gx_open(nng_socket *sock, const char *url, int recv_ms) {
+  int rv = nng_req0_open(sock);
+  if (rv) return rv;
+  /* The REQ resend timer would evaluate a job twice; turn it off. */
+  nng_socket_set_ms(*sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+  nng_socket_set_ms(*sock, NNG_OPT_RECVTIMEO, recv_ms);
+  nng_socket_set_ms(*sock, NNG_OPT_SENDTIMEO, 10000);
+  nng_socket_set_size(*sock, NNG_OPT_RECVMAXSZ, 256u << 20);
+  nng_socket_set_ms(*sock, NNG_OPT_RECONNMINT, 100);
+  nng_socket_set_ms(*sock, NNG_OPT_RECONNMAXT, 2000);
+  if ((rv = nng_dial(*sock, url, NULL, NNG_FLAG_NONBLOCK))) nng_close(*sock);
+  return rv;
+}
+
+/* Sends one WorkerHeartbeat and waits for its HeartbeatAck. Returns 1 if the server still
+ * wants the job, 0 if not, -1 if no valid answer came. */
+static int gx_send_heartbeat(nng_socket sock, const char *worker_id, const char *job_id,
+                             uint64_t reqid) {
+  Kernelarena__V1__ExecRequest req = KERNELARENA__V1__EXEC_REQUEST__INIT;
+  Kernelarena__V1__WorkerHeartbeat hb = KERNELARENA__V1__WORKER_HEARTBEAT__INIT;
+  hb.worker_id = (char *)worker_id;
+  hb.job_id = (char *)job_id;
+  req.request_id = reqid;
+  req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
+  req.heartbeat = &hb;
+  nng_msg *msg;
+  if (nng_msg_alloc(&msg, kernelarena__v1__exec_request__get_packed_size(&req))) return -1;
+  kernelarena__v1__exec_request__pack(&req, nng_msg_body(msg));
+  if (nng_sendmsg(sock, msg, 0)) {
+    nng_msg_free(msg);
+    return -1;
+  }
+  nng_msg *reply;
+  if (nng_recvmsg(sock, &reply, 0)) return -1;
+  Kernelarena__V1__ExecResponse *resp =
+      kernelarena__v1__exec_response__unpack(NULL, nng_msg_len(reply), nng_msg_body(reply));
+  nng_msg_free(reply);
+  int wanted = -1;
+  if (resp && resp->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_HEARTBEAT)
+    wanted = resp->heartbeat->job_wanted ? 1 : 0;
+  if (resp) kernelarena__v1__exec_response__free_unpacked(resp, NULL);
+  return wanted;
+}
+
+/* The heartbeat thread of one worker: while the worker evaluates a job, sends a
+ * WorkerHeartbeat at once and then every hb_interval_s on its own socket, so that the
+ * server finds a dead worker within its --heartbeat-timeout and a live long job is not
+ * declared lost. A HeartbeatAck with job_wanted = false is logged; the evaluation runs
+ * on to its own deadline (its result is then dropped by the server). */
+static void *gx_heartbeat_main(void *arg) {
+  gx_worker *w = arg;
+  nng_socket sock;
+  int rv = gx_open(&sock, w->cfg->server_url, 10000);
+  if (rv) {
+    fprintf(stderr, "gpuexec: %s: heartbeat socket: %s\n", w->id, nng_strerror(rv));
+    return NULL;
+  }
+  uint64_t reqid = 0;
+  unsigned long told = 0; /* generation already told "not wanted" */
+  pthread_mutex_lock(&w->hb.mu);
+  while (!atomic_load(&gx_stop)) {
+    if (!w->hb.job_id[0]) {
+      pthread_cond_wait(&w->hb.cv, &w->hb.mu);
+      continue;
+    }
+    char job_id[256];
+    snprintf(job_id, sizeof job_id, "%s", w->hb.job_id);
+    unsigned long gen = w->hb.generation;
+    pthread_mutex_unlock(&w->hb.mu);
+    int wanted = gx_send_heartbeat(sock, w->id, job_id, ++reqid);
+    if (wanted == 0 && told != gen) {
+      told = gen;
+      fprintf(stderr, "gpuexec: %s: the server no longer wants job %s\n", w->id, job_id);
+    } else if (wanted < 0 && w->cfg->verbose) {
+      fprintf(stderr, "gpuexec: %s: heartbeat for job %s unanswered\n", w->id, job_id);
+    }
+    pthread_mutex_lock(&w->hb.mu);
+    /* sleep one interval, or until this job ends */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    double t = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->hb_interval_s;
+    until.tv_sec = (time_t)t;
+    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    while (!atomic_load(&gx_stop) && w->hb.job_id[0] && w->hb.generation == gen) {
+      if (pthread_cond_timedwait(&w->hb.cv, &w->hb.mu, &until) == ETIMEDOUT) break;
+    }
+  }
+  pthread_mutex_unlock(&w->hb.mu);
+  nng_close(sock);
+  return NULL;
+}
+
+/* Tells the heartbeat thread that the worker started (job_id) or ended (NULL) a job. */
+static void gx_heartbeat_set(gx_worker *w, const char *job_id) {
+  if (w->hb_interval_s <= 0) return;
+  pthread_mutex_lock(&w->hb.mu);
+  snprintf(w->hb.job_id, sizeof w->hb.job_id, "%s", job_id ? job_id : "");
+  if (job_id) w->hb.generation++;
+  pthread_cond_broadcast(&w->hb.cv);
+  pthread_mutex_unlock(&w->hb.mu);
+}
+
 static void *gx_worker_main(void *arg) {
   gx_worker *w = arg;
   nng_socket sock;
-  int rv = nng_req0_open(&sock);
+  int rv = gx_open(&sock, w->cfg->server_url, GX_POLL_WAIT_MS + 30000);
   if (rv) {
-    fprintf(stderr, "gpuexec: %s: nng_req0_open: %s\n", w->id, nng_strerror(rv));
+    fprintf(stderr, "gpuexec: %s: dial %s: %s\n", w->id, w->cfg->server_url, nng_strerror(rv));
     return NULL;
   }
-  /* The REQ resend timer would evaluate a job twice; turn it off. */
-  nng_socket_set_ms(sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  nng_socket_set_ms(sock, NNG_OPT_RECVTIMEO, GX_POLL_WAIT_MS + 30000);
-  nng_socket_set_ms(sock, NNG_OPT_SENDTIMEO, 10000);
-  nng_socket_set_size(sock, NNG_OPT_RECVMAXSZ, 256u << 20);
-  nng_socket_set_ms(sock, NNG_OPT_RECONNMINT, 100);
-  nng_socket_set_ms(sock, NNG_OPT_RECONNMAXT, 2000);
-  if ((rv = nng_dial(sock, w->cfg->server_url, NULL, NNG_FLAG_NONBLOCK))) {
-    fprintf(stderr, "gpuexec: %s: dial %s: %s\n", w->id, w->cfg->server_url, nng_strerror(rv));
-    nng_close(sock);
-    return NULL;
+  if (w->hb_interval_s > 0 && pthread_create(&w->hb_thread, NULL, gx_heartbeat_main, w)) {
+    fprintf(stderr, "gpuexec: %s: no heartbeat thread; the server's slow loss rule applies\n",
+            w->id);
+    w->hb_interval_s = 0;
   }
   Kernelarena__V1__Result pending = KERNELARENA__V1__RESULT__INIT;
   int have_pending = 0, warned = 0;
@@ -162,7 +274,9 @@ static void *gx_worker_main(void *arg) {
       const Kernelarena__V1__Job *job = resp->assignment->job;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s (%s)\n", w->id, job->job_id, job->task_id);
+      gx_heartbeat_set(w, job->job_id);
       ka_evaluate(w->cfg, w->dev, job, &pending);
+      gx_heartbeat_set(w, NULL);
       have_pending = 1;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s -> status %d in %.2f s\n", w->id, job->job_id,
@@ -183,21 +297,23 @@ static void gx_usage(FILE *f) {
           "  --backends LIST  comma-separated: host,cuda,hip or auto (default auto: every\n"
           "                   backend that finds a device)\n"
           "  --cache DIR      compiled references (default $TMPDIR/kernelarena-cache)\n"
+          "  --heartbeat-interval S  seconds between heartbeats while a job runs (default\n"
+          "                   3; keep it well below the server's --heartbeat-timeout;\n"
+          "                   0: none, the server then waits 2 x (timeout + 30 s))\n"
           "  --verbose        log every job\n");
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {{"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 't'},
-                                       {"backends", required_argument, 0, 'b'},
-                                       {"cache", required_argument, 0, 'c'},
-                                       {"verbose", no_argument, 0, 'v'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+  static const struct option opts[] = {
+      {"server", required_argument, 0, 's'},   {"tasks", required_argument, 0, 't'},
+      {"backends", required_argument, 0, 'b'}, {"cache", required_argument, 0, 'c'},
+      {"verbose", no_argument, 0, 'v'},        {"heartbeat-interval", required_argument, 0, 'H'},
+      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
   const char *cache = NULL;
   int verbose = 0, c;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vh", opts, NULL)) != -1) {
+  double hb_interval = GX_HEARTBEAT_S;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -214,6 +330,15 @@ int main(int argc, char **argv) {
       case 'v':
         verbose = 1;
         break;
+      case 'H': {
+        char *end;
+        hb_interval = strtod(optarg, &end);
+        if (*end || end == optarg || !(hb_interval >= 0 && hb_interval <= 3600)) {
+          fprintf(stderr, "gpuexec: --heartbeat-interval must be 0 to 3600 seconds\n");
+          return 2;
+        }
+        break;
+      }
       case 'h':
         gx_usage(stdout);
         return 0;
@@ -278,6 +403,7 @@ int main(int argc, char **argv) {
       memset(w, 0, sizeof *w);
       w->cfg = &cfg;
       w->dev = ka_device_dup(d->devices[i]);
+      w->hb_interval_s = hb_interval;
       snprintf(w->id, sizeof w->id, "%s/%d/%s:%d", host, (int)getpid(), b, d->devices[i]->index);
       fprintf(stderr, "gpuexec: worker %s: %s (%s)\n", w->id, w->dev->name, w->dev->arch);
     }
@@ -287,8 +413,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gpuexec: no devices found on any backend\n");
     return 1;
   }
-  for (int i = 0; i < nworkers; i++)
+  for (int i = 0; i < nworkers; i++) {
+    pthread_mutex_init(&workers[i].hb.mu, NULL);
+    pthread_cond_init(&workers[i].hb.cv, NULL);
     pthread_create(&workers[i].thread, NULL, gx_worker_main, &workers[i]);
+  }
   fprintf(stderr, "gpuexec: %d worker(s) polling %s\n", nworkers, server);
   while (!atomic_load(&gx_stop)) pause();
   fprintf(stderr, "gpuexec: stopping\n");

@@ -25,6 +25,8 @@ typedef struct ka_exec_config {
   const char *tmp_dir;     /* parent of per-evaluation private directories */
   const ka_registry *tasks;
   int verbose;
+  int fixed_inputs; /* ka-validate only: inputs from the job's seed alone (no per-evaluation
+                      secret), so that two evaluations of one seed can be compared */
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res

@@ -4,13 +4,21 @@
  * compiles the task's baseline and the candidate, runs the candidate once per case
  * on inputs the worker generated (outputs poisoned first) and hands the outputs back
  * through shared memory, then times baseline and candidate interleaved: warm-up
- * calls, then for each repetition the cache is flushed outside the timed interval and
- * one call of each is timed with device events (host: CLOCK_MONOTONIC), alternating
- * which goes first. The median of the repetitions is reported.
+ * calls, then for each repetition one call of each, alternating which goes first. Every
+ * call gets fresh inputs (the worker's, rotated by a secret offset) and fresh poison,
+ * staged with the scratch reset and the cache flush outside the timed interval
+ * (device events; host: CLOCK_MONOTONIC around the call of the module's process); the
+ * inputs are read back and compared after every call, and the candidate's outputs of a
+ * secret-seeded quarter of the timed calls (and the last) are compared with the
+ * baseline's on the same inputs. The medians are reported, after the integrity checks:
+ * host wall clock against device timer, physics floor, work outside the calls
+ * (docs/integrity.md); a failed check makes the case FLAGGED.
  *
  * The runner never sees reference outputs: correctness is judged by the worker, which
- * compares the outputs written here with the reference it computed itself. A fault in
- * submitted code (crash, illegal address, hang) ends only this process. */
+ * compares the outputs written here with the reference it computed itself. Submitted
+ * code never runs in this process: host modules run in their own processes
+ * (backend_host.c), GPU kernels on the device; a fault in them (crash, illegal
+ * address, hang) ends only that process or this one, never the worker. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -18,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -25,6 +34,7 @@
 #include "ka_common.h"
 #include "kernelarena.pb-c.h"
 #include "runner.h"
+#include "sandbox.h"
 #include "task.h"
 
 #define RN_ERRLEN 2048
@@ -49,6 +59,9 @@ typedef struct rn_case_bufs {
   int64_t elems[KA_MAX_TENSORS];
   ka_devptr scratch[2][KA_MAX_SCRATCH]; /* per impl */
   size_t scratch_bytes[2][KA_MAX_SCRATCH];
+  /* device path only (rn_case): per tensor, the device copy every call is staged from:
+   * inputs the pristine worker's inputs, outputs the poison pool; 0 for empty tensors */
+  ka_devptr src[KA_MAX_TENSORS];
 } rn_case_bufs;
 
 static int rn_read_all(int fd, size_t max, uint8_t **out, size_t *len) {
@@ -285,40 +298,48 @@ static int rn_resolve(rn_state *s, const ka_case *c, const rn_case_bufs *b, int 
   return KA_OK;
 }
 
-/* Zeroes scratch buffers, then enqueues every launch of an implementation. */
-static int rn_run_impl(rn_state *s, rn_impl *im, int which, rn_case_bufs *b, const ka_launch *ls,
-                       int n) {
-  for (int k = 0; k < im->plan->nscratch; k++) {
-    int rc = s->be->memset8(s->ctx, b->scratch[which][k], 0, b->scratch_bytes[which][k]);
-    if (rc) return rc;
-  }
-  for (int i = 0; i < n; i++) {
-    int rc = s->be->launch(s->ctx, im->mod, &ls[i]);
-    if (rc) return rc;
-  }
-  return KA_OK;
-}
-
 static int rn_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
 }
 
 static void rn_free_bufs(rn_state *s, rn_case_bufs *b) {
-  for (int i = 0; i < KA_MAX_TENSORS; i++)
+  for (int i = 0; i < KA_MAX_TENSORS; i++) {
     if (b->tensors[i]) s->be->mem_free(s->ctx, b->tensors[i]);
+    if (b->src[i]) s->be->mem_free(s->ctx, b->src[i]);
+  }
   for (int w = 0; w < 2; w++)
     for (int k = 0; k < KA_MAX_SCRATCH; k++)
       if (b->scratch[w][k]) s->be->mem_free(s->ctx, b->scratch[w][k]);
   memset(b, 0, sizeof *b);
 }
 
-/* Elements of got that differ from want (both tensor i's dtype) beyond the task's
- * tolerance, taking want's largest magnitude as the scale (as ka_compare_outputs does
- * with the reference). NaN matches NaN. */
+/* Integrity thresholds (docs/integrity.md).
+ * Physics floor: a median time below task bytes / (RN_FLOOR_MARGIN x peak bandwidth) is a
+ * measurement fault. The margin covers writes that a cache absorbs before the kernel ends
+ * and a peak bandwidth that is a little low; the floor only has to catch the impossible.
+ * Wall clock: the median host wall time of the timed calls (from before the timer starts
+ * to after a device-wide synchronize) may exceed the median device time by
+ * RN_WALL_FACTOR x plus RN_WALL_SLACK_MS (launch latency, waking the host); more means
+ * work the timer did not see. A device time above the wall time means a forged timer.
+ * Untimed work (host modules): CPU time of the module processes while no call of theirs
+ * was in flight may be at most RN_IDLE_FRACTION of the candidate's total timed time plus
+ * RN_IDLE_SLACK_MS (honest module processes use well under 1 ms there). */
+#define RN_FLOOR_MARGIN 2.0
+#define RN_WALL_FACTOR 1.5
+#define RN_WALL_SLACK_MS 0.2
+#define RN_IDLE_FRACTION 0.25
+#define RN_IDLE_SLACK_MS 10.0
+
+/* Elements of got that differ from want (both tensor i's dtype, n elements) beyond `slack`
+ * times the task's tolerance, taking want's largest magnitude as the scale (as
+ * ka_compare_outputs does with the reference). NaN matches NaN, except an element of got
+ * that still holds the poison written before the call: element k of that poison is
+ * pool[(k + off) % n] (pool may be NULL; 0 <= off < n, in elements). */
 static int64_t rn_count_differences(const ka_task *t, int i, const void *want, const void *got,
-                                    int64_t n) {
+                                    const void *pool, int64_t off, int64_t n, double slack) {
   ka_dtype dt = t->tensors[i].dtype;
+  size_t es = ka_dtype_size(dt);
   double scale = 0;
   for (int64_t k = 0; k < n; k++) {
     double v = fabs(ka_load_double(dt, want, k));
@@ -326,10 +347,14 @@ static int64_t rn_count_differences(const ka_task *t, int i, const void *want, c
   }
   if (scale == 0) scale = 1;
   int64_t bad = 0;
-  for (int64_t k = 0; k < n; k++) {
+  for (int64_t k = 0, pk = off; k < n; k++, pk = pk + 1 < n ? pk + 1 : 0) {
+    if (pool && !memcmp((const char *)got + k * es, (const char *)pool + pk * es, es)) {
+      bad++;
+      continue;
+    }
     double a = ka_load_double(dt, want, k), g = ka_load_double(dt, got, k);
     if (isnan(a) && isnan(g)) continue;
-    if (!(fabs(g - a) <= t->atol * scale + t->rtol * fabs(a))) bad++;
+    if (!(fabs(g - a) <= slack * (t->atol * scale + t->rtol * fabs(a)))) bad++;
   }
   return bad;
 }
@@ -341,7 +366,116 @@ static int rn_status_of(int rc) {
              : KERNELARENA__V1__STATUS__INFRA_ERROR;
 }
 
-/* Runs one case: correctness run of the candidate, then interleaved timing. Returns
+/* Writes src rotated left by off elements (of es bytes) into dst: dst[k] = src[(k+off) % n].
+ * A rotation keeps every element of a sample drawn independently per element, so it is
+ * an equally valid input (or poison) that differs from call to call at the cost of a copy. */
+static void rn_rotate(void *dst, const void *src, int64_t n, int64_t off, size_t es) {
+  if (n <= 0) return;
+  off %= n;
+  memcpy(dst, (const char *)src + (size_t)off * es, (size_t)(n - off) * es);
+  memcpy((char *)dst + (size_t)(n - off) * es, src, (size_t)off * es);
+}
+
+static double rn_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), rn_cmp_double);
+  return n & 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Host buffers of one case (index = tensor). */
+typedef struct rn_host {
+  void *stage[KA_MAX_TENSORS];  /* what the next call gets: rotated inputs or poison */
+  void *back[KA_MAX_TENSORS];   /* inputs read back after a call */
+  void *pool[KA_MAX_TENSORS];   /* outputs: the poison pattern that is rotated per call */
+  void *out[2][KA_MAX_TENSORS]; /* outputs of the timed call of baseline / candidate */
+} rn_host;
+
+static void rn_host_free(rn_host *h) {
+  for (int i = 0; i < KA_MAX_TENSORS; i++) {
+    free(h->stage[i]), free(h->back[i]), free(h->pool[i]);
+    free(h->out[0][i]), free(h->out[1][i]);
+  }
+  memset(h, 0, sizeof *h);
+}
+
+/* Byte offset of a rotation by off elements of tensor i (0 <= off < elems). */
+static size_t rn_rot_bytes(const ka_task *t, int i, int64_t off) {
+  return (size_t)off * ka_dtype_size(t->tensors[i].dtype);
+}
+
+/* Everything one call gets before it runs, outside any timed interval: its scratch
+ * buffers zeroed, then each tensor staged.
+ * Host path (dev 0): stage[i] (rotated inputs and poison, prepared on the host) is copied
+ * to the device. Device path (dev 1): tensor i becomes b->src[i] (pristine input or
+ * poison pool, on the device) rotated left by offs[i] elements, as two device-to-device
+ * copies, src[off..n) -> t[0..n-off) and src[0..off) -> t[n-off..n); for the correctness
+ * trial (trial 1) the outputs get the host poison stage[i] instead. */
+static int rn_prepare_call(rn_state *s, rn_impl *im, int which, rn_case_bufs *b, void *const *stage,
+                           int dev, const int64_t *offs, int trial) {
+  const ka_task *t = s->task;
+  int rc = KA_OK;
+  for (int k = 0; k < im->plan->nscratch && rc == KA_OK; k++)
+    rc = s->be->memset8(s->ctx, b->scratch[which][k], 0, b->scratch_bytes[which][k]);
+  for (int i = 0; i < t->ntensors && rc == KA_OK; i++) {
+    if (!dev || (trial && t->tensors[i].role == KA_ROLE_OUTPUT)) {
+      rc = s->be->copy_to_device(s->ctx, b->tensors[i], stage[i], b->bytes[i]);
+    } else if (b->bytes[i]) {
+      size_t o = rn_rot_bytes(t, i, offs[i]), n = b->bytes[i];
+      rc = s->be->copy_device(s->ctx, b->tensors[i], 0, b->src[i], o, n - o);
+      if (rc == KA_OK) rc = s->be->copy_device(s->ctx, b->tensors[i], n - o, b->src[i], 0, o);
+    }
+  }
+  return rc;
+}
+
+/* After a call: checks that every input still holds what was staged. Host path: reads
+ * the inputs back into h->back and compares them with stage. Device path: compares them
+ * on the device with the pristine copy b->src[i] at the same rotation offs[i] (two
+ * compare_device calls). Returns KA_OK with *changed = index of the first changed input
+ * tensor, or -1; another code for a backend fault. */
+static int rn_check_inputs(rn_state *s, rn_case_bufs *b, void *const *stage, rn_host *h, int dev,
+                           const int64_t *offs, int *changed) {
+  const ka_task *t = s->task;
+  *changed = -1;
+  for (int i = 0; i < t->ntensors; i++) {
+    if (t->tensors[i].role != KA_ROLE_INPUT || !b->bytes[i]) continue;
+    int same = 1, rc;
+    if (dev) {
+      size_t o = rn_rot_bytes(t, i, offs[i]), n = b->bytes[i];
+      rc = s->be->compare_device(s->ctx, b->tensors[i], 0, b->src[i], o, n - o, &same);
+      if (rc == KA_OK && same)
+        rc = s->be->compare_device(s->ctx, b->tensors[i], n - o, b->src[i], 0, o, &same);
+    } else {
+      rc = s->be->copy_to_host(s->ctx, h->back[i], b->tensors[i], b->bytes[i]);
+      if (rc == KA_OK) same = !memcmp(h->back[i], stage[i], b->bytes[i]);
+    }
+    if (rc) return rc;
+    if (!same) {
+      *changed = i;
+      return KA_OK;
+    }
+  }
+  return KA_OK;
+}
+
+/* Physics floor of a case in ms: task bytes over RN_FLOOR_MARGIN x the device's peak
+ * bandwidth; 0 when the task or the device gives no figure. */
+static double rn_floor_ms(rn_state *s, const ka_case *c) {
+  const ka_task *t = s->task;
+  if (!t->bytes_expr || !*t->bytes_expr || s->dev.mem_bandwidth_gbps <= 0) return 0;
+  ka_vars v = {0};
+  ka_task_case_vars(t, c, &v);
+  rn_device_vars(&s->dev, &v);
+  int64_t bytes = 0;
+  char e[256];
+  if (ka_expr_eval(t->bytes_expr, &v, &bytes, e, sizeof e) || bytes <= 0) return 0;
+  return (double)bytes / (RN_FLOOR_MARGIN * s->dev.mem_bandwidth_gbps * 1e9) * 1e3;
+}
+
+/* Runs one case: the candidate's correctness trial on the worker's inputs, then
+ * baseline and candidate interleaved in timed calls, each on fresh inputs and fresh
+ * poison, each followed by a check that the inputs are unchanged; a secret-seeded
+ * quarter of the timed calls (and the last) have the candidate's outputs compared with
+ * the baseline's on the same inputs. Then the integrity checks on the timings. Returns
  * KA_OK or an error with *status set and the reason in err. */
 static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl *impl,
                    Kernelarena__V1__CaseResult *cr, int *status, char *err, size_t errlen) {
@@ -356,41 +490,119 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
   for (int p = 0; p < t->nparams; p++) c.values[p] = jc->params[p];
   rn_case_bufs b;
   memset(&b, 0, sizeof b);
+  rn_host h;
+  memset(&h, 0, sizeof h);
   int rc = KA_OK;
   void *maps[KA_MAX_TENSORS] = {0};
   *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+  /* secret streams: rotations of inputs and poison, and which timed calls are verified */
+  uint64_t rot_seed = ka_mix64(job->poison_seed, 0x726f746174650000ULL + (uint64_t)ci);
+  uint64_t ver_seed = ka_mix64(job->poison_seed, 0x7665726966790000ULL + (uint64_t)ci);
+  /* device path: the backend can copy and compare on the device, so every call is staged
+   * and checked there (rn_prepare_call, rn_check_inputs); host path otherwise */
+  int dev = s->be->copy_device && s->be->compare_device;
+  int64_t offs[KA_MAX_TENSORS] = {0}; /* rotation of each tensor in this repetition */
+  double ph_upload = 0, ph_stage = 0, ph_calls = 0, ph_checks = 0, ph0 = ka_now_s(), tp;
 
   for (int i = 0; i < t->ntensors && rc == KA_OK; i++) {
     rc = ka_task_tensor_elems(t, i, &c, &b.elems[i], err, errlen);
     if (rc) break;
     b.bytes[i] = (size_t)b.elems[i] * ka_dtype_size(t->tensors[i].dtype);
-    int fd = t->tensors[i].role == KA_ROLE_INPUT ? jc->input_fds[i] : jc->output_fds[i];
-    maps[i] = mmap(NULL, b.bytes[i] ? b.bytes[i] : 1,
-                   t->tensors[i].role == KA_ROLE_INPUT ? PROT_READ : PROT_READ | PROT_WRITE,
-                   MAP_SHARED, fd, 0);
+    size_t len = b.bytes[i] ? b.bytes[i] : 1;
+    int in = t->tensors[i].role == KA_ROLE_INPUT;
+    int fd = in ? jc->input_fds[i] : jc->output_fds[i];
+    maps[i] = mmap(NULL, len, in ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (maps[i] == MAP_FAILED) {
       maps[i] = NULL;
       rc = ka_seterr(err, errlen, KA_ESYS, "mmap of tensor %s: %s", t->tensors[i].name,
                      strerror(errno));
       break;
     }
-    rc = s->be->mem_alloc(s->ctx, b.bytes[i], &b.tensors[i]);
+    /* device path: inputs are staged from their device copy, never from h.stage */
+    if (!(dev && in)) h.stage[i] = malloc(len);
+    if (in) {
+      h.back[i] = malloc(len);
+    } else {
+      h.pool[i] = malloc(len);
+      h.out[0][i] = malloc(len);
+      h.out[1][i] = malloc(len);
+    }
+    if ((!(dev && in) && !h.stage[i]) ||
+        (in ? !h.back[i] : !h.pool[i] || !h.out[0][i] || !h.out[1][i])) {
+      rc =
+          ka_seterr(err, errlen, KA_ENOMEM, "out of host memory for tensor %s", t->tensors[i].name);
+      break;
+    }
+    /* an empty tensor still gets a valid address (the cuda backend refuses 0 bytes) */
+    rc = s->be->mem_alloc(s->ctx, len, &b.tensors[i]);
     if (rc) {
       *status = rn_status_of(rc);
       ka_seterr(err, errlen, rc, "allocating %s (%zu bytes): %s", t->tensors[i].name, b.bytes[i],
                 rn_be_err(s));
       break;
     }
-    if (t->tensors[i].role == KA_ROLE_INPUT) {
-      rc = s->be->copy_to_device(s->ctx, b.tensors[i], maps[i], b.bytes[i]);
+    if (in) {
+      if (!dev) memcpy(h.stage[i], maps[i], b.bytes[i]);
     } else {
       /* poison: differs per trial and per tensor, never a fixed sentinel */
-      ka_fill_poison(t->tensors[i].dtype, maps[i], b.elems[i],
+      ka_fill_poison(t->tensors[i].dtype, h.stage[i], b.elems[i],
                      ka_mix64(job->poison_seed, (uint64_t)(ci * KA_MAX_TENSORS + i)));
-      rc = s->be->copy_to_device(s->ctx, b.tensors[i], maps[i], b.bytes[i]);
+      ka_fill_poison(
+          t->tensors[i].dtype, h.pool[i], b.elems[i],
+          ka_mix64(job->poison_seed, 0x74696d6564ULL + (uint64_t)(ci * KA_MAX_TENSORS + i)));
     }
-    if (rc) ka_seterr(err, errlen, rc, "copy of %s: %s", t->tensors[i].name, rn_be_err(s));
   }
+
+  /* device path: upload each input (pristine, as the worker drew it) and each output's
+   * poison pool once; a device too full for these copies falls back to the host path */
+  for (int i = 0; i < t->ntensors && rc == KA_OK && dev; i++) {
+    if (!b.bytes[i]) continue;
+    int in = t->tensors[i].role == KA_ROLE_INPUT;
+    int arc = s->be->mem_alloc(s->ctx, b.bytes[i], &b.src[i]);
+    if (arc == KA_EOOM) {
+      ka_sb_printf(&s->log,
+                   "[kernelarena] case %s: no device memory for the pristine copies (%s): "
+                   "staging on the host\n",
+                   c.name, rn_be_err(s));
+      for (int k = 0; k < t->ntensors; k++) {
+        if (b.src[k]) s->be->mem_free(s->ctx, b.src[k]);
+        b.src[k] = 0;
+        if (t->tensors[k].role == KA_ROLE_INPUT && !h.stage[k]) {
+          h.stage[k] = malloc(b.bytes[k] ? b.bytes[k] : 1);
+          if (!h.stage[k]) {
+            rc = ka_seterr(err, errlen, KA_ENOMEM, "out of host memory for tensor %s",
+                           t->tensors[k].name);
+            break;
+          }
+          memcpy(h.stage[k], maps[k], b.bytes[k]);
+        }
+      }
+      dev = 0;
+      break;
+    }
+    if (arc == KA_OK)
+      arc = s->be->copy_to_device(s->ctx, b.src[i], in ? maps[i] : h.pool[i], b.bytes[i]);
+    if (arc) {
+      rc = ka_seterr(err, errlen, arc, "case %s: uploading the device copy of %s: %s", c.name,
+                     t->tensors[i].name, rn_be_err(s));
+      break;
+    }
+  }
+  if (rc == KA_OK && dev) rc = s->be->synchronize(s->ctx);
+  /* the backend builds its trusted compare kernel at the first compare: do that here, on
+   * the first non-empty device copy against itself, so that a failure is reported before
+   * anything runs and the build's time is not counted as checks */
+  for (int i = 0; i < t->ntensors && rc == KA_OK && dev; i++) {
+    if (!b.src[i]) continue;
+    int same = 0;
+    rc = s->be->compare_device(s->ctx, b.src[i], 0, b.src[i], 0, 1, &same);
+    if (rc == KA_OK && !same) rc = KA_EINTERNAL;
+    if (rc)
+      ka_seterr(err, errlen, rc, "case %s: the backend's device compare does not work: %s", c.name,
+                rn_be_err(s));
+    break;
+  }
+  ph_upload = ka_now_s() - ph0;
 
   ka_launch ls[2][KA_MAX_LAUNCHES];
   static ka_arg args[2][KA_MAX_LAUNCHES][KA_MAX_ARGS];
@@ -423,13 +635,37 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
     }
   }
 
-  /* correctness run of the candidate (impl[1]) */
+  double busy0 = 0, idle0 = 0;
+  if (rc == KA_OK && s->be->untimed_work) s->be->untimed_work(s->ctx, &busy0, &idle0);
+
+  /* correctness trial of the candidate (impl[1]) on the worker's inputs */
+  int changed = -1;
   if (rc == KA_OK) {
-    rc = rn_run_impl(s, &impl[1], 1, &b, ls[1], impl[1].plan->nlaunches);
-    if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
-    if (rc) {
+    rc = rn_prepare_call(s, &impl[1], 1, &b, h.stage, dev, offs, 1);
+    if (rc == KA_OK) {
+      for (int i = 0; i < impl[1].plan->nlaunches && rc == KA_OK; i++)
+        rc = s->be->launch(s->ctx, impl[1].mod, &ls[1][i]);
+      if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
+      if (rc) {
+        *status = rn_status_of(rc);
+        ka_seterr(err, errlen, rc, "case %s: candidate run failed: %s", c.name, rn_be_err(s));
+      }
+    } else {
+      ka_seterr(err, errlen, rc, "case %s: copying inputs: %s", c.name, rn_be_err(s));
+    }
+  }
+  if (rc == KA_OK) {
+    rc = rn_check_inputs(s, &b, h.stage, &h, dev, offs, &changed);
+    if (rc == KA_OK && changed >= 0) {
+      *status = KERNELARENA__V1__STATUS__INCORRECT;
+      rc = ka_seterr(err, errlen, KA_EINVAL,
+                     "case %s: the candidate changed its input %s (inputs must be left as they "
+                     "are)",
+                     c.name, t->tensors[changed].name);
+    } else if (rc) {
       *status = rn_status_of(rc);
-      ka_seterr(err, errlen, rc, "case %s: candidate run failed: %s", c.name, rn_be_err(s));
+      ka_seterr(err, errlen, rc, "case %s: checking the inputs after the candidate's run: %s",
+                c.name, rn_be_err(s));
     }
   }
   for (int i = 0; i < t->ntensors && rc == KA_OK; i++)
@@ -441,89 +677,181 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
       }
     }
 
-  /* timing: baseline (0) and candidate (1) interleaved, order alternating */
+  if (rc == KA_OK) cr->trial_outputs = 1;
+
+  /* timing: baseline (0) and candidate (1) interleaved, order alternating; every call
+   * on freshly rotated inputs and poison, staged before the cache flush and the timer */
   int reps = job->reps > 0 ? job->reps : 20, warm = job->warmup >= 0 ? job->warmup : 3;
   double *ms[2] = {calloc((size_t)reps, sizeof(double)), calloc((size_t)reps, sizeof(double))};
-  if (rc == KA_OK && (!ms[0] || !ms[1])) rc = KA_ENOMEM;
-  /* Timed candidate calls are verified too: the outputs are poisoned before every
-   * timed call (outside the timer), and the outputs of a random subset of the timed
-   * calls must match the outputs the worker checks against the reference. A candidate
-   * that skips work in timed calls (e.g. returns early after the first call) fails. */
-  void *tpoison[KA_MAX_TENSORS] = {0}, *tcheck[KA_MAX_TENSORS] = {0};
-  for (int i = 0; i < t->ntensors && rc == KA_OK; i++) {
-    if (t->tensors[i].role != KA_ROLE_OUTPUT) continue;
-    tpoison[i] = malloc(b.bytes[i] ? b.bytes[i] : 1);
-    tcheck[i] = malloc(b.bytes[i] ? b.bytes[i] : 1);
-    if (!tpoison[i] || !tcheck[i]) {
-      rc = KA_ENOMEM;
-      break;
+  double *wall[2] = {calloc((size_t)reps, sizeof(double)), calloc((size_t)reps, sizeof(double))};
+  if (rc == KA_OK && (!ms[0] || !ms[1] || !wall[0] || !wall[1])) rc = KA_ENOMEM;
+  int verified = 0;
+  for (int r = -warm; r < reps && rc == KA_OK; r++) {
+    tp = ka_now_s();
+    for (int i = 0; i < t->ntensors; i++) {
+      offs[i] = b.elems[i] > 0
+                    ? (int64_t)(ka_mix64(rot_seed, (uint64_t)((r + warm) * KA_MAX_TENSORS + i)) %
+                                (uint64_t)b.elems[i])
+                    : 0;
+      if (!dev)
+        rn_rotate(h.stage[i], t->tensors[i].role == KA_ROLE_INPUT ? maps[i] : h.pool[i], b.elems[i],
+                  offs[i], ka_dtype_size(t->tensors[i].dtype));
     }
-    ka_fill_poison(t->tensors[i].dtype, tpoison[i], b.elems[i],
-                   ka_mix64(job->poison_seed, 0x74696d6564ULL + (uint64_t)(ci * KA_MAX_TENSORS + i)));
-  }
-  for (int r = 0; r < warm && rc == KA_OK; r++)
-    for (int w = 0; w < 2 && rc == KA_OK; w++) {
-      rc = rn_run_impl(s, &impl[w], w, &b, ls[w], impl[w].plan->nlaunches);
-      if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
-      if (rc) {
-        *status = w ? rn_status_of(rc) : KERNELARENA__V1__STATUS__INFRA_ERROR;
-        ka_seterr(err, errlen, rc, "case %s: %s warm-up failed: %s", c.name, impl[w].label,
-                  rn_be_err(s));
-      }
-    }
-  for (int r = 0; r < reps && rc == KA_OK; r++)
+    ph_stage += ka_now_s() - tp;
+    int verify = r >= 0 && ((ka_mix64(ver_seed, (uint64_t)r) & 3) == 0 || r == reps - 1);
     for (int k = 0; k < 2 && rc == KA_OK; k++) {
       int w = (r & 1) ? 1 - k : k;
-      /* scratch reset and cache flush stay outside the timed interval */
-      for (int q = 0; q < impl[w].plan->nscratch && rc == KA_OK; q++)
-        rc = s->be->memset8(s->ctx, b.scratch[w][q], 0, b.scratch_bytes[w][q]);
-      /* before baseline calls too, so that both see the same memory traffic before the
-       * timer (measured: poisoning only the candidate's calls cost it 3-6% on the H200) */
-      for (int i = 0; i < t->ntensors && rc == KA_OK; i++)
-        if (tpoison[i]) rc = s->be->copy_to_device(s->ctx, b.tensors[i], tpoison[i], b.bytes[i]);
+      int fail_status =
+          w ? KERNELARENA__V1__STATUS__RUNTIME_ERROR : KERNELARENA__V1__STATUS__INFRA_ERROR;
+      tp = ka_now_s();
+      rc = rn_prepare_call(s, &impl[w], w, &b, h.stage, dev, offs, 0);
       if (rc == KA_OK) rc = s->be->flush_cache(s->ctx);
-      if (rc == KA_OK) rc = s->be->timer_start(s->ctx);
+      ph_stage += ka_now_s() - tp;
+      if (rc) {
+        *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+        ka_seterr(err, errlen, rc, "case %s: preparing a call: %s", c.name, rn_be_err(s));
+        break;
+      }
+      double w0 = ka_now_s(), dms = 0;
+      if (r >= 0) rc = s->be->timer_start(s->ctx);
       for (int i = 0; i < impl[w].plan->nlaunches && rc == KA_OK; i++)
         rc = s->be->launch(s->ctx, impl[w].mod, &ls[w][i]);
-      if (rc == KA_OK) rc = s->be->timer_stop(s->ctx, &ms[w][r]);
+      if (rc == KA_OK && r >= 0) rc = s->be->timer_stop(s->ctx, &dms);
       if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
+      double w1 = ka_now_s();
+      ph_calls += w1 - w0;
+      if (rc) {
+        *status = w ? rn_status_of(rc) : fail_status;
+        ka_seterr(err, errlen, rc, "case %s: %s %s call failed: %s", c.name,
+                  r < 0 ? "warm-up" : "timed", impl[w].label, rn_be_err(s));
+        break;
+      }
+      if (r >= 0) {
+        ms[w][r] = dms;
+        wall[w][r] = (w1 - w0) * 1e3;
+      }
+      tp = ka_now_s();
+      rc = rn_check_inputs(s, &b, h.stage, &h, dev, offs, &changed);
+      if (rc == KA_OK && changed >= 0) {
+        *status = KERNELARENA__V1__STATUS__INCORRECT;
+        rc =
+            ka_seterr(err, errlen, KA_EINVAL,
+                      "case %s: input %s changed during a %s call of the %s (inputs must be "
+                      "left as they are)",
+                      c.name, t->tensors[changed].name, r < 0 ? "warm-up" : "timed", impl[w].label);
+        break;
+      }
+      for (int i = 0; i < t->ntensors && verify && rc == KA_OK; i++)
+        if (t->tensors[i].role == KA_ROLE_OUTPUT)
+          rc = s->be->copy_to_host(s->ctx, h.out[w][i], b.tensors[i], b.bytes[i]);
+      ph_checks += ka_now_s() - tp;
       if (rc) {
         *status = w ? rn_status_of(rc) : KERNELARENA__V1__STATUS__INFRA_ERROR;
-        ka_seterr(err, errlen, rc, "case %s: timed %s call failed: %s", c.name, impl[w].label,
-                  rn_be_err(s));
-      }
-      /* about a quarter of the timed calls, chosen from the secret seed, and the last */
-      int verify = (ka_mix64(job->poison_seed, (uint64_t)(ci * 1000 + r)) & 3) == 0 || r == reps - 1;
-      for (int i = 0; w == 1 && verify && i < t->ntensors && rc == KA_OK; i++) {
-        if (!tcheck[i]) continue;
-        rc = s->be->copy_to_host(s->ctx, tcheck[i], b.tensors[i], b.bytes[i]);
-        if (rc) {
-          *status = rn_status_of(rc);
-          ka_seterr(err, errlen, rc, "case %s: copy of timed output: %s", c.name, rn_be_err(s));
-          break;
-        }
-        int64_t bad = rn_count_differences(t, i, maps[i], tcheck[i], b.elems[i]);
-        if (bad) {
-          *status = KERNELARENA__V1__STATUS__INCORRECT;
-          rc = ka_seterr(err, errlen, KA_EINVAL,
-                         "case %s: the outputs of timed call %d differ from the verified outputs "
-                         "in %lld of %lld elements of %s (work skipped or changed in timed calls)",
-                         c.name, r + 1, (long long)bad, (long long)b.elems[i], t->tensors[i].name);
-        }
+        ka_seterr(err, errlen, rc, "case %s: checking a %s call of the %s: %s", c.name,
+                  r < 0 ? "warm-up" : "timed", impl[w].label, rn_be_err(s));
       }
     }
-  for (int i = 0; i < KA_MAX_TENSORS; i++) free(tpoison[i]), free(tcheck[i]);
+    /* the candidate's outputs against the baseline's on the same inputs; both are within
+     * the task's tolerance of the reference, so they may differ by twice that */
+    tp = ka_now_s();
+    for (int i = 0; i < t->ntensors && verify && rc == KA_OK; i++) {
+      if (t->tensors[i].role != KA_ROLE_OUTPUT) continue;
+      int64_t bad =
+          rn_count_differences(t, i, h.out[0][i], h.out[1][i], h.pool[i], offs[i], b.elems[i], 2.0);
+      if (bad) {
+        *status = KERNELARENA__V1__STATUS__INCORRECT;
+        rc = ka_seterr(err, errlen, KA_EINVAL,
+                       "case %s: the outputs of timed call %d differ from the baseline's on the "
+                       "same inputs in %lld of %lld elements of %s (work skipped, cached or "
+                       "changed in timed calls)",
+                       c.name, r + 1, (long long)bad, (long long)b.elems[i], t->tensors[i].name);
+      }
+    }
+    ph_checks += ka_now_s() - tp;
+    if (verify && rc == KA_OK) verified++;
+  }
+  /* device path: the device copies every call was staged from must still be what was
+   * uploaded; a kernel that wrote into them (outside its own buffers) could otherwise
+   * have made later calls, of both baseline and candidate, see other inputs or poison */
+  tp = ka_now_s();
+  for (int i = 0; i < t->ntensors && dev && rc == KA_OK; i++) {
+    if (!b.bytes[i]) continue;
+    int in = t->tensors[i].role == KA_ROLE_INPUT;
+    void *back = in ? h.back[i] : h.out[0][i];
+    rc = s->be->copy_to_host(s->ctx, back, b.src[i], b.bytes[i]);
+    if (rc) {
+      *status = rn_status_of(rc);
+      ka_seterr(err, errlen, rc, "case %s: reading back the device copy of %s: %s", c.name,
+                t->tensors[i].name, rn_be_err(s));
+    } else if (memcmp(back, in ? maps[i] : h.pool[i], b.bytes[i])) {
+      *status = KERNELARENA__V1__STATUS__INCORRECT;
+      rc = ka_seterr(err, errlen, KA_EINVAL,
+                     "case %s: the runner's pristine device copy of %s %s changed during the "
+                     "timed calls (a kernel wrote outside its own buffers)",
+                     c.name, in ? "input" : "the poison of output", t->tensors[i].name);
+    }
+  }
+  ph_checks += ka_now_s() - tp;
   if (rc == KA_OK) {
-    qsort(ms[0], (size_t)reps, sizeof(double), rn_cmp_double);
-    qsort(ms[1], (size_t)reps, sizeof(double), rn_cmp_double);
-    cr->baseline_ms = reps & 1 ? ms[0][reps / 2] : 0.5 * (ms[0][reps / 2 - 1] + ms[0][reps / 2]);
-    cr->candidate_ms = reps & 1 ? ms[1][reps / 2] : 0.5 * (ms[1][reps / 2 - 1] + ms[1][reps / 2]);
+    double timed_total = 0;
+    for (int r = 0; r < reps; r++) timed_total += ms[1][r];
+    cr->baseline_ms = rn_median(ms[0], reps);
+    cr->candidate_ms = rn_median(ms[1], reps);
+    double bwall = rn_median(wall[0], reps);
+    cr->candidate_wall_ms = rn_median(wall[1], reps);
     cr->speedup = cr->candidate_ms > 0 ? cr->baseline_ms / cr->candidate_ms : 0;
     cr->timed_calls = reps;
+    cr->verified_calls = verified;
+    cr->floor_ms = rn_floor_ms(s, &c);
     *status = KERNELARENA__V1__STATUS__OK;
+    char flag[512] = "";
+    double busy1 = 0, idle1 = 0;
+    if (s->be->untimed_work) s->be->untimed_work(s->ctx, &busy1, &idle1);
+    double busy = busy1 - busy0, idle = idle1 - idle0;
+    ka_sb_printf(&s->log,
+                 "[kernelarena] case %s: baseline %.4f ms (wall %.4f), candidate %.4f ms (wall "
+                 "%.4f), floor %.4g ms, %d of %d timed calls verified, module CPU %.1f ms while "
+                 "idle %.1f ms\n",
+                 c.name, cr->baseline_ms, bwall, cr->candidate_ms, cr->candidate_wall_ms,
+                 cr->floor_ms, verified, reps, busy, idle);
+    ka_sb_printf(
+        &s->log,
+        "[kernelarena] case %s phases (%s staging, %d calls): setup and upload %.1f ms, staging "
+        "and cache flush %.1f ms, calls %.1f ms, checks %.1f ms, case %.1f ms\n",
+        c.name, dev ? "device" : "host", 2 * (warm + reps), ph_upload * 1e3, ph_stage * 1e3,
+        ph_calls * 1e3, ph_checks * 1e3, (ka_now_s() - ph0) * 1e3);
+    if (busy > RN_IDLE_FRACTION * timed_total + RN_IDLE_SLACK_MS)
+      snprintf(flag, sizeof flag,
+               "the submitted code used %.1f ms of CPU time while none of its calls was running "
+               "(%.1f ms): work outside the timed calls",
+               busy, idle);
+    else if (cr->candidate_wall_ms > RN_WALL_FACTOR * cr->candidate_ms + RN_WALL_SLACK_MS)
+      snprintf(flag, sizeof flag,
+               "the device timer measured %.4f ms per call but the host wall clock %.4f ms: work "
+               "outside the timed stream",
+               cr->candidate_ms, cr->candidate_wall_ms);
+    else if (cr->candidate_ms > RN_WALL_FACTOR * cr->candidate_wall_ms + RN_WALL_SLACK_MS ||
+             cr->baseline_ms > RN_WALL_FACTOR * bwall + RN_WALL_SLACK_MS)
+      snprintf(flag, sizeof flag,
+               "the device timer measured more than the host wall clock (%.4f ms > %.4f ms): "
+               "the timer is not trustworthy",
+               cr->candidate_ms, cr->candidate_wall_ms);
+    else if (!(cr->candidate_ms > cr->floor_ms) || !(cr->baseline_ms > cr->floor_ms))
+      snprintf(flag, sizeof flag,
+               "%s median time %.4f ms is below the physics floor %.4f ms (task bytes over %.0fx "
+               "the peak bandwidth of %.0f GB/s): a measurement fault",
+               cr->candidate_ms > cr->floor_ms ? "the baseline's" : "the candidate's",
+               cr->candidate_ms > cr->floor_ms ? cr->baseline_ms : cr->candidate_ms, cr->floor_ms,
+               RN_FLOOR_MARGIN, s->dev.mem_bandwidth_gbps);
+    if (flag[0]) {
+      *status = KERNELARENA__V1__STATUS__FLAGGED;
+      cr->flag = strdup(flag);
+      cr->speedup = 0;
+      rc = ka_seterr(err, errlen, KA_ERANGE, "case %s: %s", c.name, flag);
+    }
   }
-  free(ms[0]);
-  free(ms[1]);
+  for (int w = 0; w < 2; w++) free(ms[w]), free(wall[w]);
+  rn_host_free(&h);
   for (int i = 0; i < t->ntensors; i++)
     if (maps[i]) munmap(maps[i], b.bytes[i] ? b.bytes[i] : 1);
   rn_free_bufs(s, &b);
@@ -567,6 +895,13 @@ static int rn_discover(const char *backend) {
 }
 
 int main(int argc, char **argv) {
+  /* sandbox.h: the supervisor gpuexec starts around a runner; a module process locks
+   * itself (seccomp) before it loads submitted code */
+  if (argc == 3 && !strcmp(argv[1], KA_SANDBOX_SUPERVISE_ARG)) return ka_sandbox_supervise(argv[2]);
+  if (argc >= 3 && !strcmp(argv[1], KA_RUNNER_HOST_MODULE_ARG)) {
+    ka_sandbox_lock_inherited();
+    return ka_host_module_main(argc, argv);
+  }
   if (argc == 3 && !strcmp(argv[1], "--discover")) return rn_discover(argv[2]);
   if (argc != 1) {
     fprintf(stderr,
@@ -575,6 +910,10 @@ int main(int argc, char **argv) {
             KA_RUNNER_RESULT_FD);
     return 2;
   }
+  /* Not dumpable: no other process of this user can open /proc/<pid>/mem, fd/3 or
+   * ptrace this one, so code of the submission (in module processes) cannot reach the
+   * result channel or the timer. */
+  prctl(PR_SET_DUMPABLE, 0);
   uint8_t *jbuf;
   size_t jlen;
   if (rn_read_all(0, KA_RUNNER_MAX_JOB_BYTES, &jbuf, &jlen)) {
@@ -609,6 +948,18 @@ int main(int argc, char **argv) {
     s.dev.index = job->device_index;
     rn_fill_device(&dev, &s.dev);
     res.device = &dev;
+    /* the cache flush must cover at least twice the last-level cache */
+    size_t fb = 0;
+    if (s.be->flush_bytes && s.be->flush_bytes(s.ctx, &fb) == KA_OK && s.dev.l2_bytes > 0 &&
+        fb < 2 * (size_t)s.dev.l2_bytes) {
+      rc = ka_seterr(err, sizeof err, KA_ESTATE,
+                     "the %s backend's cache flush writes %zu bytes, less than twice the "
+                     "%lld-byte last-level cache",
+                     s.be->name, fb, (long long)s.dev.l2_bytes);
+    } else if (!s.be->flush_bytes) {
+      ka_sb_printf(&s.log, "[kernelarena] the %s backend does not report its cache flush size\n",
+                   s.be->name);
+    }
   }
   if (rc == KA_OK) {
     rc = rn_build(&s, job, 1, &impl[0], &blog, err, sizeof err);
@@ -623,7 +974,9 @@ int main(int argc, char **argv) {
   }
   if (rc == KA_OK) {
     double t0 = ka_now_s();
-    rc = rn_build(&s, job, 0, &impl[1], &clog, err, sizeof err);
+    /* include allowlist, then Landlock and seccomp (sandbox.h) */
+    rc = ka_sandbox_candidate(task, job, &clog, err, sizeof err);
+    if (rc == KA_OK) rc = rn_build(&s, job, 0, &impl[1], &clog, err, sizeof err);
     res.compile_s = ka_now_s() - t0;
     res.compile_log = clog ? clog : "";
     if (rc == KA_ECOMPILE) {

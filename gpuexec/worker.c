@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +19,16 @@
 #include "gpuexec.h"
 #include "ka_common.h"
 #include "runner.h"
+#include "sandbox.h"
 
 #define WK_LOG_MAX (64u << 10)
+/* Sandbox limits of an evaluation (docs/sandbox.md). RLIMIT_AS only for the host
+ * backend: the CUDA driver reserves far more virtual address space than it uses. */
+#define WK_FSIZE_BYTES ((rlim_t)256 << 20)
+#define WK_NOFILE 1024
+#define WK_NPROC 4096
+#define WK_HOST_AS_MIB 8192
+#define WK_GRACE_S 5.0 /* after the deadline, for the supervisor's report */
 #define WK_MAX_CASES 64
 
 typedef struct wk_tensor {
@@ -69,6 +78,7 @@ void ka_result_clear(Kernelarena__V1__Result *res) {
   for (size_t i = 0; i < res->n_cases; i++) {
     wk_free_str(res->cases[i]->name);
     wk_free_str(res->cases[i]->message);
+    wk_free_str(res->cases[i]->flag);
     free(res->cases[i]);
   }
   free(res->cases);
@@ -150,8 +160,15 @@ static void wk_reference(const ka_task *t, ka_reference_fn fn, wk_case *wc) {
 
 /* The runner's environment: nothing of ours beyond what compilers and drivers need. */
 static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir) {
-  static const char *keep[] = {"PATH",       "LD_LIBRARY_PATH", "CUDA_HOME",
-                               "KA_HOST_CC", "KA_BACKEND_PATH", "CUDA_VISIBLE_DEVICES",
+  static const char *keep[] = {"PATH",
+                               "LD_LIBRARY_PATH",
+                               "CUDA_HOME",
+                               "KA_HOST_CC",
+                               "KA_BACKEND_PATH",
+                               "CUDA_VISIBLE_DEVICES",
+                               "KA_SANDBOX_SECCOMP",
+                               "KA_SANDBOX_LANDLOCK",
+                               "KA_SANDBOX_UNIX",
                                NULL};
   int n = 0;
   size_t used = 0;
@@ -195,14 +212,28 @@ void ka_kill_runners(void) {
   pthread_mutex_unlock(&wk_mu);
 }
 
+/* One evaluation's processes: pid is the supervisor (`ka-runner --supervise`, sandbox.h),
+ * the leader of its own process group; runner is the runner it started (0 until the
+ * supervisor names it). */
 typedef struct wk_child {
-  pid_t pid;
-  int in_fd, out_fd, err_fd; /* our ends: job in, result out, stderr */
+  pid_t pid, runner;
+  int in_fd, out_fd, err_fd, st_fd; /* our ends: job in, result out, stderr, report */
+  ka_sandbox_report report;
 } wk_child;
 
-static int wk_spawn(const ka_exec_config *cfg, const char *workdir, const int *share, int nshare,
-                    double cpu_limit_s, wk_child *ch, char *err, size_t errlen) {
-  int pin[2], pres[2], perr[2];
+/* Address-space limit of host-backend runners in bytes: KA_HOST_MEMORY_LIMIT_MB from
+ * gpuexec's environment, else WK_HOST_AS_MIB. */
+static rlim_t wk_host_as_bytes(void) {
+  const char *v = getenv("KA_HOST_MEMORY_LIMIT_MB");
+  long long mb = v && *v ? atoll(v) : 0;
+  if (mb <= 0) mb = WK_HOST_AS_MIB;
+  return (rlim_t)mb << 20;
+}
+
+static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *workdir,
+                    const int *share, int nshare, double cpu_limit_s, wk_child *ch, char *err,
+                    size_t errlen) {
+  int pin[2], pres[2], perr[2], pst[2];
   if (pipe2(pin, O_CLOEXEC)) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   if (pipe2(pres, O_CLOEXEC)) {
     close(pin[0]), close(pin[1]);
@@ -212,15 +243,29 @@ static int wk_spawn(const ka_exec_config *cfg, const char *workdir, const int *s
     close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]);
     return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   }
+  if (pipe2(pst, O_CLOEXEC)) {
+    close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
+    return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  }
   char *env[16], storage[8192];
   wk_runner_env(env, 16, storage, sizeof storage, workdir);
-  char *argv[] = {(char *)cfg->runner_path, NULL};
-  struct rlimit core = {0, 0}, fsize = {1u << 30, 1u << 30}, nofile = {4096, 4096};
+  /* the supervisor, which starts the runner (sandbox.h) */
+  char *argv[] = {(char *)cfg->runner_path, KA_SANDBOX_SUPERVISE_ARG, (char *)cfg->runner_path,
+                  NULL};
+  /* Limits, inherited by the supervisor, the runner and what it starts. RLIMIT_NPROC
+   * counts all processes of the user and binds nobody running as root: the seccomp
+   * filter, which refuses new processes, is what stops a fork bomb. */
+  struct rlimit core = {0, 0}, fsize = {WK_FSIZE_BYTES, WK_FSIZE_BYTES},
+                nofile = {WK_NOFILE, WK_NOFILE}, nproc = {WK_NPROC, WK_NPROC};
   rlim_t cpu = (rlim_t)(cpu_limit_s + 10);
   struct rlimit cpul = {cpu, cpu + 5};
+  int host = backend && !strcmp(backend, "host");
+  rlim_t as_bytes = wk_host_as_bytes();
+  struct rlimit as = {as_bytes, as_bytes};
   pid_t pid = fork();
   if (pid < 0) {
     close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
+    close(pst[0]), close(pst[1]);
     return ka_seterr(err, errlen, KA_ESYS, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
@@ -230,43 +275,70 @@ static int wk_spawn(const ka_exec_config *cfg, const char *workdir, const int *s
     dup2(perr[1], 1);
     dup2(perr[1], 2);
     dup2(pres[1], KA_RUNNER_RESULT_FD);
+    dup2(pst[1], KA_SANDBOX_STATUS_FD);
     for (int i = 0; i < nshare; i++) fcntl(share[i], F_SETFD, 0);
     setrlimit(RLIMIT_CORE, &core);
     setrlimit(RLIMIT_FSIZE, &fsize);
     setrlimit(RLIMIT_NOFILE, &nofile);
     setrlimit(RLIMIT_CPU, &cpul);
+    setrlimit(RLIMIT_NPROC, &nproc);
+    if (host) setrlimit(RLIMIT_AS, &as);
     if (chdir(workdir) != 0) _exit(126);
     execve(argv[0], argv, env);
     _exit(127);
   }
   setpgid(pid, pid); /* also from the parent, so killpg works whoever runs first */
   wk_track(pid, 1);
-  close(pin[0]), close(pres[1]), close(perr[1]);
+  close(pin[0]), close(pres[1]), close(perr[1]), close(pst[1]);
   ch->pid = pid;
+  ch->runner = 0;
   ch->in_fd = pin[1];
   ch->out_fd = pres[0];
   ch->err_fd = perr[0];
+  ch->st_fd = pst[0];
+  memset(&ch->report, 0, sizeof ch->report);
   return KA_OK;
 }
 
-/* Writes the job, then collects result and stderr until both close or the deadline. */
+/* Appends at most what fits under max bytes; returns 1 if something was dropped. */
+static int wk_append_capped(ka_sb *sb, const char *buf, size_t n, size_t max) {
+  size_t room = sb->len < max ? max - sb->len : 0;
+  ka_sb_append(sb, buf, n < room ? n : room);
+  return n > room;
+}
+
+/* Writes the job, then collects the result, stderr (at most WK_LOG_MAX bytes kept, the
+ * rest read and dropped) and the supervisor's report until all three close. At the
+ * deadline the supervisor is told to stop (SIGTERM: it kills the runner and everything
+ * the runner left behind, then reports); if it has not reported WK_GRACE_S later, its
+ * process group and the runner's are killed. *status: the runner's wait status from the
+ * report, or the supervisor's own if it never reported. Returns KA_ETIMEDOUT if the
+ * deadline passed. */
 static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double deadline, ka_sb *result,
-                      ka_sb *log, int *status) {
+                      ka_sb *log, int *status, size_t *dropped) {
   size_t off = 0;
   int timed_out = 0;
-  int open_out = 1, open_err = 1;
+  int open_out = 1, open_err = 1, open_st = 1;
+  double hard = 0;
+  ka_sb st = {0};
+  *dropped = 0;
   if (ch->in_fd >= 0) fcntl(ch->in_fd, F_SETFL, O_NONBLOCK);
-  while (open_out || open_err || ch->in_fd >= 0) {
-    double left = deadline - ka_now_s();
-    if (left <= 0) {
+  while (open_out || open_err || open_st || ch->in_fd >= 0) {
+    double now = ka_now_s();
+    if (!timed_out && now >= deadline) {
       timed_out = 1;
-      break;
+      kill(ch->pid, SIGTERM);
+      hard = now + WK_GRACE_S;
+      if (ch->in_fd >= 0) close(ch->in_fd), ch->in_fd = -1;
     }
-    struct pollfd p[3];
-    int np = 0, io = -1, ir = -1, ie = -1;
+    if (timed_out && now >= hard) break;
+    double left = (timed_out ? hard : deadline) - now;
+    struct pollfd p[4];
+    int np = 0, io = -1, ir = -1, ie = -1, is = -1;
     if (ch->in_fd >= 0) io = np, p[np++] = (struct pollfd){ch->in_fd, POLLOUT, 0};
     if (open_out) ir = np, p[np++] = (struct pollfd){ch->out_fd, POLLIN, 0};
     if (open_err) ie = np, p[np++] = (struct pollfd){ch->err_fd, POLLIN, 0};
+    if (open_st) is = np, p[np++] = (struct pollfd){ch->st_fd, POLLIN, 0};
     int ms = left > 1 ? 1000 : (int)(left * 1000) + 1;
     int r = poll(p, (nfds_t)np, ms);
     if (r < 0 && errno == EINTR) continue;
@@ -282,38 +354,107 @@ static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double dead
     char buf[65536];
     if (ir >= 0 && p[ir].revents) {
       ssize_t n = read(ch->out_fd, buf, sizeof buf);
-      if (n > 0 && result->len < KA_RUNNER_MAX_JOB_BYTES)
-        ka_sb_append(result, buf, (size_t)n);
+      if (n > 0)
+        wk_append_capped(result, buf, (size_t)n, KA_RUNNER_MAX_JOB_BYTES);
       else if (n == 0 || (n < 0 && errno != EINTR))
         open_out = 0;
     }
     if (ie >= 0 && p[ie].revents) {
       ssize_t n = read(ch->err_fd, buf, sizeof buf);
       if (n > 0) {
-        if (log->len < WK_LOG_MAX) ka_sb_append(log, buf, (size_t)n);
+        size_t before = log->len;
+        if (wk_append_capped(log, buf, (size_t)n, WK_LOG_MAX))
+          *dropped += (size_t)n - (log->len - before);
       } else if (n == 0 || (n < 0 && errno != EINTR)) {
         open_err = 0;
       }
     }
-  }
-  if (ch->in_fd >= 0) close(ch->in_fd);
-  /* Kill the whole process group: on a timeout, and always to reap what the
-   * submission left behind. */
-  kill(-ch->pid, SIGKILL);
-  if (timed_out) {
-    /* a runner stuck in the driver may take a moment to die; bound the wait */
-    for (int i = 0; i < 100; i++) {
-      if (waitpid(ch->pid, status, WNOHANG) == ch->pid) goto reaped;
-      usleep(50000);
+    if (is >= 0 && p[is].revents) {
+      ssize_t n = read(ch->st_fd, buf, sizeof buf);
+      if (n > 0) {
+        wk_append_capped(&st, buf, (size_t)n, 4096);
+        const char *pp = st.s ? strstr(st.s, "pid ") : NULL;
+        if (pp && !ch->runner) ch->runner = (pid_t)atoi(pp + 4);
+      } else if (n == 0 || (n < 0 && errno != EINTR)) {
+        open_st = 0;
+      }
     }
   }
-  while (waitpid(ch->pid, status, 0) < 0 && errno == EINTR) {
+  if (ch->in_fd >= 0) close(ch->in_fd);
+  ka_sandbox_parse_report(st.s, &ch->report);
+  ka_sb_free(&st);
+  /* Normally all is gone already; after a supervisor that did not report, kill both
+   * process groups (the runner has its own). */
+  kill(-ch->pid, SIGKILL);
+  if (!ch->report.valid && ch->runner > 0) kill(-ch->runner, SIGKILL);
+  int sst = 0;
+  int reaped = 0;
+  for (int i = 0; i < 100 && !reaped; i++) {
+    if (waitpid(ch->pid, &sst, WNOHANG) == ch->pid)
+      reaped = 1;
+    else
+      usleep(50000);
   }
-reaped:
+  if (!reaped)
+    while (waitpid(ch->pid, &sst, 0) < 0 && errno == EINTR) {
+    }
   wk_track(ch->pid, 0);
   close(ch->out_fd);
   close(ch->err_fd);
+  close(ch->st_fd);
+  *status = ch->report.valid ? ch->report.wstatus : sst;
   return timed_out ? KA_ETIMEDOUT : KA_OK;
+}
+
+/* Cuts *s (a result string) to at most max bytes, saying so. */
+static void wk_truncate(char **s, size_t max) {
+  if (!*s || *s == protobuf_c_empty_string || strlen(*s) <= max) return;
+  ka_sb sb = {0};
+  ka_sb_append(&sb, *s, max);
+  ka_sb_printf(&sb, "\n[kernelarena] log truncated: %zu more bytes were dropped\n",
+               strlen(*s) - max);
+  wk_free_str(*s);
+  *s = ka_sb_take(&sb);
+}
+
+/* What the supervisor's report adds to the verdict: processes left behind (killed) make
+ * a run that would otherwise count a RUNTIME_ERROR, because they ran beside the timed
+ * calls; a runner stopped by the sandbox (SIGSYS) or a limit is named. */
+static void wk_sandbox_verdict(const ka_sandbox_report *r, Kernelarena__V1__Result *res,
+                               ka_sb *log) {
+  if (!r->valid) return;
+  if (r->leftovers > 0) {
+    ka_sb_printf(log,
+                 "\n[kernelarena] the evaluation left %d process%s running; killed by the "
+                 "supervisor\n",
+                 r->leftovers, r->leftovers == 1 ? "" : "es");
+    if (res->status == KERNELARENA__V1__STATUS__OK ||
+        res->status == KERNELARENA__V1__STATUS__INCORRECT) {
+      wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
+              "the submission left %d process%s running after the evaluation (killed)",
+              r->leftovers, r->leftovers == 1 ? "" : "es");
+      res->geomean_speedup = 0;
+    }
+  }
+}
+
+/* A runner's result must name a known status and, when it says OK, carry one case per
+ * case asked for with finite positive timings; anything else is malformed. */
+static int wk_result_valid(const Kernelarena__V1__RunnerResult *rr, int ncases, char *err,
+                           size_t errlen) {
+  if (rr->status <= KERNELARENA__V1__STATUS__STATUS_UNSPECIFIED ||
+      rr->status > KERNELARENA__V1__STATUS__FLAGGED)
+    return !ka_seterr(err, errlen, KA_EINVAL, "unknown status %d", (int)rr->status);
+  if (rr->status != KERNELARENA__V1__STATUS__OK) return 1;
+  if ((int)rr->n_cases != ncases)
+    return !ka_seterr(err, errlen, KA_EINVAL, "%zu cases instead of %d", rr->n_cases, ncases);
+  for (size_t i = 0; i < rr->n_cases; i++) {
+    const Kernelarena__V1__CaseResult *c = rr->cases[i];
+    if (!c || !isfinite(c->baseline_ms) || !isfinite(c->candidate_ms) || c->baseline_ms <= 0 ||
+        c->candidate_ms <= 0 || c->timed_calls <= 0)
+      return !ka_seterr(err, errlen, KA_EINVAL, "case %zu has no valid timings", i);
+  }
+  return 1;
 }
 
 static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1__RunnerResult *rr,
@@ -331,6 +472,9 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
     cr->baseline_ms = rc->baseline_ms;
     cr->candidate_ms = rc->candidate_ms;
     cr->timed_calls = rc->timed_calls;
+    cr->candidate_wall_ms = rc->candidate_wall_ms;
+    cr->floor_ms = rc->floor_ms;
+    cr->verified_calls = rc->verified_calls;
     cr->correct = 1;
     ka_sb msg = {0};
     for (int k = 0; k < t->ntensors; k++) {
@@ -411,9 +555,16 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   int ncases = 0, prepared = 0;
   for (int i = 0; i < t->ncases + t->nheld && ncases < WK_MAX_CASES; i++)
     if (!t->cases[i].held_out || job->include_held_out) cs[ncases++].c = &t->cases[i];
+  /* Inputs and poison come from the job's seed mixed with a secret drawn for this
+   * evaluation, so a submission that knows the episode's seed cannot predict them
+   * (docs/integrity.md). */
+  uint64_t secret = 0;
+  if (!cfg->fixed_inputs && getrandom(&secret, sizeof secret, 0) != (ssize_t)sizeof secret)
+    secret = (uint64_t)(ka_now_s() * 1e9) ^ ((uint64_t)getpid() << 40);
+  uint64_t in_seed = ka_mix64(job->seed, secret);
   int rc = KA_OK;
   for (int i = 0; i < ncases && rc == KA_OK; i++, prepared++)
-    rc = wk_prepare_case(t, &cs[i], (int)(cs[i].c - t->cases), job->seed, err, sizeof err);
+    rc = wk_prepare_case(t, &cs[i], (int)(cs[i].c - t->cases), in_seed, err, sizeof err);
   if (rc) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
     wk_free_cases(t, cs, prepared);
@@ -430,7 +581,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   rj.n_candidate = job->n_files;
   rj.warmup = job->warmup;
   rj.reps = job->reps;
-  rj.poison_seed = ka_mix64(job->seed, 0x706f69736f6eULL);
+  rj.poison_seed = ka_mix64(in_seed, 0x706f69736f6eULL);
   rj.workdir = workdir;
   Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES], *rcp[WK_MAX_CASES];
   int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
@@ -462,8 +613,8 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   kernelarena__v1__runner_job__pack(&rj, jbuf);
 
   double timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
-  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1};
-  rc = wk_spawn(cfg, workdir, share, nshare, timeout, &ch, err, sizeof err);
+  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
+  rc = wk_spawn(cfg, dev->backend, workdir, share, nshare, timeout, &ch, err, sizeof err);
   if (rc) {
     free(jbuf);
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
@@ -490,7 +641,8 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     ch.in_fd = -1;
   }
   for (int i = 0; i < ncases; i++) wk_reference(t, ref, &cs[i]);
-  rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus);
+  size_t dropped = 0;
+  rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped);
   free(jbuf);
 
   Kernelarena__V1__RunnerResult *rr = NULL;
@@ -498,7 +650,13 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     wk_fail(res, KERNELARENA__V1__STATUS__TIMEOUT,
             "evaluation exceeded its %.0f s limit; the runner's process group was killed", timeout);
   } else if (result.len > 0 &&
-             (rr = kernelarena__v1__runner_result__unpack(NULL, result.len, (uint8_t *)result.s))) {
+             !(rr = kernelarena__v1__runner_result__unpack(NULL, result.len, (uint8_t *)result.s))) {
+    /* never a score: the verdict is missing (docs/integrity.md) */
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
+            "the runner's result is malformed (%zu bytes that do not decode)", result.len);
+  } else if (rr && !wk_result_valid(rr, ncases, err, sizeof err)) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the runner's result is malformed: %s", err);
+  } else if (rr) {
     res->compile_log = wk_strdup(rr->compile_log);
     res->compile_s = rr->compile_s;
     if (rr->device) {
@@ -514,7 +672,29 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
       res->telemetry->device_name = wk_strdup(rr->telemetry->device_name);
     }
     if (rr->runtime_log && *rr->runtime_log) ka_sb_puts(&log, rr->runtime_log);
-    if (rr->status == KERNELARENA__V1__STATUS__OK) {
+    /* An INCORRECT from the runner (an input changed, a timed output differs) after
+     * correctness trials whose outputs it delivered: judge those against the
+     * reference first, so that a plainly wrong output is reported as such, with its
+     * first mismatch */
+    int judged = 0;
+    if (rr->status == KERNELARENA__V1__STATUS__INCORRECT) {
+      int n = 0;
+      while (n < (int)rr->n_cases && n < ncases && rr->cases[n]->trial_outputs) n++;
+      Kernelarena__V1__Result tmp = KERNELARENA__V1__RESULT__INIT;
+      if (n > 0) wk_judge(t, cs, n, rr, &tmp);
+      if (n > 0 && tmp.status == KERNELARENA__V1__STATUS__INCORRECT) {
+        wk_fail(res, KERNELARENA__V1__STATUS__INCORRECT, "%s", tmp.message);
+        res->cases = tmp.cases;
+        res->n_cases = tmp.n_cases;
+        tmp.cases = NULL;
+        tmp.n_cases = 0;
+        judged = 1;
+      }
+      ka_result_clear(&tmp);
+    }
+    if (judged) {
+      /* reported above */
+    } else if (rr->status == KERNELARENA__V1__STATUS__OK) {
       wk_judge(t, cs, ncases, rr, res);
     } else {
       wk_fail(res, rr->status, "%s", rr->message && *rr->message ? rr->message : "failed");
@@ -526,6 +706,14 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
         cr->name = wk_strdup(rr->cases[i]->name);
         cr->message = wk_strdup(rr->cases[i]->message);
         cr->held_out = rr->cases[i]->held_out;
+        /* a FLAGGED case keeps its timings and the reason, for the record */
+        cr->baseline_ms = rr->cases[i]->baseline_ms;
+        cr->candidate_ms = rr->cases[i]->candidate_ms;
+        cr->candidate_wall_ms = rr->cases[i]->candidate_wall_ms;
+        cr->floor_ms = rr->cases[i]->floor_ms;
+        cr->timed_calls = rr->cases[i]->timed_calls;
+        cr->verified_calls = rr->cases[i]->verified_calls;
+        if (rr->cases[i]->flag && *rr->cases[i]->flag) cr->flag = wk_strdup(rr->cases[i]->flag);
         res->cases[res->n_cases++] = cr;
       }
     }
@@ -533,14 +721,22 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     int sig = WTERMSIG(wstatus);
     wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
             "the evaluation process was terminated by signal %d (%s)%s", sig, strsignal(sig),
-            sig == SIGXCPU ? ": CPU time limit" : "");
+            sig == SIGXCPU   ? ": CPU time limit"
+            : sig == SIGXFSZ ? ": file size limit"
+            : sig == SIGSYS  ? ": a system call the sandbox forbids"
+                             : "");
   } else {
-    wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
+    /* submitted code does not run in the runner's process: a runner that exits without
+     * a verdict is our fault, never a score (docs/integrity.md) */
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
             "the evaluation process exited with code %d without a result",
             WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
   }
-  if (log.len >= WK_LOG_MAX) ka_sb_puts(&log, "\n[kernelarena] log truncated\n");
+  wk_sandbox_verdict(&ch.report, res, &log);
+  if (dropped)
+    ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n", dropped);
   res->runtime_log = ka_sb_take(&log);
+  wk_truncate(&res->compile_log, WK_LOG_MAX);
   ka_sb_free(&result);
   if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
   wk_free_cases(t, cs, prepared);

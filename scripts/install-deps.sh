@@ -7,7 +7,17 @@ set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libnng-dev libmbedtls-dev libprotobuf-c-dev \
-protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev sqlite3 python3"
+protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev libseccomp-dev sqlite3 python3 python3-venv"
+# GSL (statistics of envctl compare, linked statically); chromium renders the report
+# of envctl report in its test (tests/report_render.sh)
+PKGS="$PKGS libgsl-dev chromium"
+# clang (libFuzzer) for the fuzz targets in fuzz/ (scripts/test.sh builds them in build-fuzz)
+PKGS="$PKGS clang"
+# ROCm 5.2 (Debian 12) for the hip backend module (docs/backend-hip.md): the HIP and
+# rocm-smi headers it builds against, and the HIP runtime, hiprtc (in libamdhip64-5),
+# its built-in headers, comgr and the device libraries for the compile-only test.
+# About 42 MB; measured here: 6 s to download, 18 s to install.
+PKGS="$PKGS libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs librocm-smi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -5,7 +5,9 @@
  * with a reason on machines without a driver), compiles every cuda/hip task's baseline
  * for sm_90 with ctx NULL (compile only), and checks error paths: syntax error, missing
  * kernel, C++-mangled kernel, bad arch, unknown language, in-memory includes, and the
- * HIP-on-CUDA mapping header. One line per check; exit status 1 on any failure. */
+ * HIP-on-CUDA mapping header, and the runner's trusted compare kernels (trusted_kernels.h).
+ * With a device it also checks copy_device / compare_device on device memory. One line
+ * per check; exit status 1 on any failure. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "backend.h"
 #include "ka_common.h"
 #include "task.h"
+#include "trusted_kernels.h"
 
 /* backend.c refers to the built-in host backend, which this test does not build in. */
 const ka_backend_ops *ka_backend_host(void) {
@@ -229,6 +232,67 @@ static const char hip_src[] =
     "  (void)hipGridDim_x; (void)hipThreadIdx_y; (void)hipBlockIdx_z;\n"
     "}\n";
 
+/* (f) the runner's trusted compare kernels (trusted_kernels.h) compile for sm_90 and every
+ * width's kernel is in the image; the backend has copy_device and compare_device. */
+static void check_trusted(const ka_backend_ops *be) {
+  check(be->copy_device && be->compare_device, "device staging ops",
+        "copy_device %s, compare_device %s", be->copy_device ? "set" : "NULL",
+        be->compare_device ? "set" : "NULL");
+  ka_source src = src_of("ka_trusted_kernels.cu", ka_trusted_kernels_src);
+  char *log = NULL, err[1024];
+  int rc = compile1(be, "cuda", "sm_90", &src, 1, ka_trusted_cmp_names, KA_TRUSTED_CMP_WIDTHS, &log,
+                    err, sizeof err);
+  check(rc == KA_OK, "trusted compare kernels", "%d kernels for sm_90: %s%s%s",
+        KA_TRUSTED_CMP_WIDTHS, rc ? ka_strerror(rc) : "compiled", rc ? ": " : "",
+        rc ? (err[0] ? err : last_line(log)) : "");
+  free(log);
+}
+
+/* (g) with a device: copy_device and compare_device on real memory: equal and unequal
+ * ranges of every alignment class, a difference in the last byte, rotation offset 0,
+ * zero bytes. */
+static void check_device_staging(const ka_backend_ops *be, ka_backend_ctx *ctx) {
+  enum { N = 1 << 20 };
+  unsigned char *h = malloc(N), *back = malloc(N);
+  ka_devptr a = 0, b = 0;
+  int ok = h && back && be->mem_alloc(ctx, N, &a) == KA_OK && be->mem_alloc(ctx, N, &b) == KA_OK;
+  for (int i = 0; ok && i < N; i++) h[i] = (unsigned char)(i * 131 + (i >> 8));
+  ok = ok && be->copy_to_device(ctx, a, h, N) == KA_OK;
+  /* b = a rotated left by `off` bytes, as the runner stages inputs */
+  static const size_t offs[] = {0, 1, 2, 4, 6, 8, 16, 17, 4096, N - 1};
+  for (size_t k = 0; ok && k < sizeof offs / sizeof offs[0]; k++) {
+    size_t off = offs[k];
+    int rc = be->copy_device(ctx, b, 0, a, off, N - off);
+    if (rc == KA_OK) rc = be->copy_device(ctx, b, N - off, a, 0, off);
+    if (rc == KA_OK) rc = be->copy_to_host(ctx, back, b, N);
+    int host_ok = rc == KA_OK && !memcmp(back, h + off, N - off) && !memcmp(back + N - off, h, off);
+    int e1 = 0, e2 = 0;
+    if (rc == KA_OK) rc = be->compare_device(ctx, b, 0, a, off, N - off, &e1);
+    if (rc == KA_OK) rc = be->compare_device(ctx, b, N - off, a, 0, off, &e2);
+    check(rc == KA_OK && host_ok && e1 && e2, "device rotate",
+          "offset %zu: %s, copied %s, compare says equal %d %d", off,
+          rc ? be->last_error(ctx) : "ok", host_ok ? "right" : "WRONG", e1, e2);
+    /* one changed byte (the last of the range) must be seen */
+    unsigned char x = (unsigned char)(back[N - 1] ^ 0x01);
+    int e3 = 1;
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b + N - 1, &x, 1);
+    if (rc == KA_OK && off > 0) rc = be->compare_device(ctx, b, N - off, a, 0, off, &e3);
+    if (rc == KA_OK && off == 0) rc = be->compare_device(ctx, b, 0, a, 0, N, &e3);
+    check(rc == KA_OK && !e3, "device compare sees a change", "offset %zu: equal %d", off, e3);
+    ok = rc == KA_OK;
+  }
+  int e0 = 0;
+  int rc = be->compare_device(ctx, a, 0, b, 0, 0, &e0);
+  check(rc == KA_OK && e0 == 1, "device compare of 0 bytes", "rc %d equal %d", rc, e0);
+  rc = be->copy_device(ctx, a, 0, b, 0, 0);
+  check(rc == KA_OK, "device copy of 0 bytes", "rc %d", rc);
+  check(ok, "device staging buffers", "%s", ok ? "ok" : be->last_error(ctx));
+  be->mem_free(ctx, a);
+  be->mem_free(ctx, b);
+  free(h);
+  free(back);
+}
+
 static void check_hip(const ka_backend_ops *be) {
   char err[1024], *log = NULL;
   ka_source s = src_of("hip_names.hip", hip_src);
@@ -266,6 +330,7 @@ int main(int argc, char **argv) {
              info.multiprocessors, info.mem_bandwidth_gbps, info.driver);
     else
       printf("     device 0 did not open: %s\n", err);
+    if (rc == KA_OK) check_device_staging(be, ctx);
     be->close(ctx);
   } else {
     check(rc == KA_OK && count == 0 && err[0], "device_count", "0 devices, reason: %s", err);
@@ -274,6 +339,7 @@ int main(int argc, char **argv) {
   check_tasks(be, argv[1]);
   check_errors(be);
   check_hip(be);
+  check_trusted(be);
 
   printf("%d passed, %d failed\n", npass, nfail);
   return nfail ? 1 : 0;

@@ -29,13 +29,17 @@
 typedef Kernelarena__V1__Request Req;
 typedef Kernelarena__V1__Response Resp;
 
-static pid_t g_child = -1;
+static pid_t g_child = -1, g_child2 = -1;
 static char g_tmp[256];
 
 static void cleanup(void) {
   if (g_child > 0) {
     kill(g_child, SIGKILL);
     waitpid(g_child, NULL, 0);
+  }
+  if (g_child2 > 0) {
+    kill(g_child2, SIGKILL);
+    waitpid(g_child2, NULL, 0);
   }
   if (g_tmp[0] && !getenv("KA_KEEP_TMP")) ka_rmtree(g_tmp);
 }
@@ -52,9 +56,11 @@ static void cleanup(void) {
 
 static const char *code_name(int c) {
   static const char *n[] = {
-      "UNSPECIFIED", "INVALID_ARGUMENT",  "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
-      "UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL",  "MALFORMED",           "CAPACITY"};
-  return c >= 0 && c < 10 ? n[c] : "?";
+      "UNSPECIFIED",        "INVALID_ARGUMENT", "NOT_FOUND",         "FAILED_PRECONDITION",
+      "RESOURCE_EXHAUSTED", "UNAVAILABLE",      "DEADLINE_EXCEEDED", "INTERNAL",
+      "MALFORMED",          "CAPACITY",         "UNIMPLEMENTED",     "CANCELLED",
+      "PERMISSION_DENIED"};
+  return c >= 0 && c < 13 ? n[c] : "?";
 }
 
 /* ---- sockets */
@@ -213,10 +219,12 @@ static Resp *do_close(nng_socket s, const char *ep) {
 
 static Kernelarena__V1__Device g_dev = KERNELARENA__V1__DEVICE__INIT;
 
+static const char *g_worker = "test-host/1/host:0";
+
 static void exec_send(nng_socket e, const Kernelarena__V1__Result *result, uint32_t wait_ms) {
   Kernelarena__V1__ExecRequest er = KERNELARENA__V1__EXEC_REQUEST__INIT;
   Kernelarena__V1__WorkerPoll wp = KERNELARENA__V1__WORKER_POLL__INIT;
-  wp.worker_id = "test-host/1/host:0";
+  wp.worker_id = (char *)g_worker;
   wp.device = &g_dev;
   wp.result = (Kernelarena__V1__Result *)result;
   wp.wait_ms = wait_ms;
@@ -340,6 +348,409 @@ static void make_result(Kernelarena__V1__Result *r, Kernelarena__V1__CaseResult 
   } else {
     r->message = "runner could not start";
   }
+}
+
+/* ---- phase 2: the rest of the protocol, on a second server with small limits */
+
+static Resp *do_simple(nng_socket s, int body_case, void *body) {
+  Req rq = KERNELARENA__V1__REQUEST__INIT;
+  rq.request_id = g_rid++;
+  rq.body_case = body_case;
+  switch (body_case) {
+    case KERNELARENA__V1__REQUEST__BODY_STATE:
+      rq.state = body;
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_CANCEL:
+      rq.cancel = body;
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_GET_EPISODE:
+      rq.get_episode = body;
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES:
+      rq.list_episodes = body;
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_EVALUATE:
+      rq.evaluate = body;
+      break;
+  }
+  return call(s, &rq);
+}
+
+static Resp *do_state(nng_socket s, const char *ep) {
+  Kernelarena__V1__StateRequest b = KERNELARENA__V1__STATE_REQUEST__INIT;
+  b.episode_id = (char *)ep;
+  Resp *r = do_simple(s, KERNELARENA__V1__REQUEST__BODY_STATE, &b);
+  return r;
+}
+
+static Resp *do_cancel(nng_socket s, const char *ep) {
+  Kernelarena__V1__CancelRequest b = KERNELARENA__V1__CANCEL_REQUEST__INIT;
+  b.episode_id = (char *)ep;
+  return do_simple(s, KERNELARENA__V1__REQUEST__BODY_CANCEL, &b);
+}
+
+static Resp *do_get(nng_socket s, const char *ep) {
+  Kernelarena__V1__GetEpisodeRequest b = KERNELARENA__V1__GET_EPISODE_REQUEST__INIT;
+  b.episode_id = (char *)ep;
+  return do_simple(s, KERNELARENA__V1__REQUEST__BODY_GET_EPISODE, &b);
+}
+
+static void send_eval(nng_socket s, Kernelarena__V1__EvaluateRequest *ev, uint64_t *rid) {
+  Req rq = KERNELARENA__V1__REQUEST__INIT;
+  rq.request_id = g_rid++;
+  rq.body_case = KERNELARENA__V1__REQUEST__BODY_EVALUATE;
+  rq.evaluate = ev;
+  *rid = rq.request_id;
+  send_pb(s, &rq.base);
+}
+
+static int state_step(nng_socket s, const char *ep, int *inflight) {
+  Resp *r = do_state(s, ep);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE, "state body %d", r->body_case);
+  int st = r->state->step;
+  if (inflight) *inflight = r->state->inflight_step;
+  free_resp(r);
+  return st;
+}
+
+static int health_queued(nng_socket s) {
+  Resp *r = do_health(s);
+  int q = r->health->queued_jobs;
+  free_resp(r);
+  return q;
+}
+
+/* Sends a heartbeat for job_id as worker wid; returns job_wanted. */
+static int exec_heartbeat(nng_socket e, const char *wid, const char *job_id) {
+  Kernelarena__V1__ExecRequest er = KERNELARENA__V1__EXEC_REQUEST__INIT;
+  Kernelarena__V1__WorkerHeartbeat hb = KERNELARENA__V1__WORKER_HEARTBEAT__INIT;
+  hb.worker_id = (char *)wid;
+  hb.job_id = (char *)job_id;
+  er.request_id = g_rid++;
+  er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
+  er.heartbeat = &hb;
+  send_pb(e, &er.base);
+  Kernelarena__V1__ExecResponse *r = exec_recv(e);
+  CHECK(r->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_HEARTBEAT, "heartbeat body %d",
+        r->body_case);
+  int wanted = r->heartbeat->job_wanted;
+  kernelarena__v1__exec_response__free_unpacked(r, NULL);
+  return wanted;
+}
+
+static void phase2(const char *bin, const char *tasks) {
+  char state[512], env_url[600], exec_url[600], tok[600];
+  snprintf(state, sizeof state, "%s/state2", g_tmp);
+  snprintf(env_url, sizeof env_url, "ipc://%s/env.ipc", state);
+  snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", state);
+  snprintf(tok, sizeof tok, "%s/admin.token", g_tmp);
+  CHECK(ka_write_file(tok, "s3cret-token\n", 13) == KA_OK, "write token");
+  g_child2 = fork();
+  CHECK(g_child2 >= 0, "fork");
+  if (g_child2 == 0) {
+    execl(bin, bin, "--state", state, "--tasks", tasks, "--contexts", "2", "--max-episodes", "2",
+          "--max-queued", "1", "--idle-ttl", "2", "--admin-token-file", tok, "--heartbeat-timeout",
+          "1", (char *)NULL);
+    perror("exec envserver");
+    _exit(127);
+  }
+  nng_socket a = open_req(env_url), b = open_req(env_url), e = open_req(exec_url),
+             e2 = open_req(exec_url);
+  exec_send(e, NULL, 100);
+  exec_expect_empty(e);
+  Resp *r;
+  const char *v1 = "/* v1 */\n";
+
+  printf("phase 2: describe reports the limits and methods\n");
+  {
+    Req rq = KERNELARENA__V1__REQUEST__INIT;
+    Kernelarena__V1__DescribeRequest d = KERNELARENA__V1__DESCRIBE_REQUEST__INIT;
+    rq.request_id = g_rid++;
+    rq.body_case = KERNELARENA__V1__REQUEST__BODY_DESCRIBE;
+    rq.describe = &d;
+    r = call(a, &rq);
+    Kernelarena__V1__DescribeResponse *dr = r->describe;
+    CHECK(dr->limits->max_episodes == 2 && dr->limits->max_queued_jobs == 1 &&
+              dr->limits->idle_ttl_s == 2 && dr->held_out_scoring && dr->n_methods == 11,
+          "describe limits");
+    free_resp(r);
+  }
+
+  printf("phase 2: an unknown method is UNIMPLEMENTED\n");
+  {
+    /* request_id 77, then field 99 (varint 1): a method from a newer protocol */
+    static const unsigned char m[] = {0x08, 77, 0x98, 0x06, 0x01};
+    send_raw(a, m, sizeof m);
+    r = recv_resp(a);
+    EXPECT_ERROR(r, UNIMPLEMENTED);
+    CHECK(r->request_id == 77, "id");
+    free_resp(r);
+  }
+
+  printf("phase 2: capacity: a third open episode is refused, retryable, nothing lost\n");
+  Resp *ra = do_reset(a, "host/gelu", 1, 11, "run", "p2");
+  Resp *rb = do_reset(a, "host/gelu", 1, 12, "run", "p2");
+  CHECK(ra->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET &&
+            rb->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET,
+        "two resets");
+  const char *epa = ra->reset->episode_id, *epb = rb->reset->episode_id;
+  r = do_reset(a, "host/gelu", 1, 13, NULL, NULL);
+  EXPECT_ERROR(r, CAPACITY);
+  CHECK(r->error->retryable, "CAPACITY must be retryable");
+  free_resp(r);
+  r = do_health(b);
+  CHECK(r->health->open_episodes == 2, "open %d", r->health->open_episodes);
+  free_resp(r);
+
+  printf("phase 2: queue capacity: a second job is refused while one is queued\n");
+  uint64_t rid;
+  send_step(a, epa, 0, "gelu.c", v1, 0, &rid);
+  nng_msleep(100);
+  r = do_step(b, epb, 0, "gelu.c", v1, strlen(v1));
+  EXPECT_ERROR(r, CAPACITY);
+  CHECK(r->error->retryable, "retryable");
+  free_resp(r);
+  {
+    Kernelarena__V1__EvaluateRequest ev = KERNELARENA__V1__EVALUATE_REQUEST__INIT;
+    ev.task_id = "host/gelu";
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_EVALUATE, &ev);
+    EXPECT_ERROR(r, CAPACITY);
+    free_resp(r);
+  }
+  int infl;
+  CHECK(state_step(b, epb, &infl) == 0 && infl == 0, "refused step changed episode b");
+
+  printf("phase 2: cancel a queued step: CANCELLED, not counted, idempotent\n");
+  CHECK(state_step(b, epa, &infl) == 0 && infl == 1, "a in flight: %d", infl);
+  r = do_cancel(b, epa);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && r->cancel->cancelled &&
+            r->cancel->step == 1,
+        "cancel");
+  free_resp(r);
+  r = recv_resp(a);
+  CHECK(r->request_id == rid, "cancelled step reply id");
+  EXPECT_ERROR(r, CANCELLED);
+  free_resp(r);
+  r = do_cancel(b, epa);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && !r->cancel->cancelled,
+        "second cancel");
+  free_resp(r);
+  r = do_cancel(b, "ep-0000000000000000");
+  EXPECT_ERROR(r, NOT_FOUND);
+  free_resp(r);
+  CHECK(state_step(b, epa, &infl) == 0 && infl == 0 && health_queued(b) == 0, "after cancel");
+  exec_send(e, NULL, 100); /* the cancelled job is gone */
+  exec_expect_empty(e);
+
+  printf("phase 2: a running step's worker is lost; the job is re-dispatched\n");
+  send_step(a, epa, 0, "gelu.c", v1, 0, &rid);
+  Kernelarena__V1__ExecResponse *holder;
+  Kernelarena__V1__Job *job = exec_take(e, &holder);
+  char jid[64];
+  snprintf(jid, sizeof jid, "%s", job->job_id);
+  CHECK(exec_heartbeat(e, g_worker, jid) == 1, "heartbeat: job wanted");
+  CHECK(exec_heartbeat(e, g_worker, "ep-x/9") == 0, "heartbeat for another job: not wanted");
+  kernelarena__v1__exec_response__free_unpacked(holder, NULL);
+  /* worker 1 goes silent; worker 2 polls and gets the same job after the timeout */
+  const char *w1 = g_worker;
+  g_worker = "test-host/2/host:0";
+  double t0 = now_s();
+  Kernelarena__V1__ExecResponse *h2 = NULL;
+  while (now_s() - t0 < 10) {
+    exec_send(e2, NULL, 500);
+    h2 = exec_recv(e2);
+    if (h2->assignment && h2->assignment->job) break;
+    kernelarena__v1__exec_response__free_unpacked(h2, NULL);
+    h2 = NULL;
+  }
+  CHECK(h2 && !strcmp(h2->assignment->job->job_id, jid), "job not re-dispatched");
+  {
+    Kernelarena__V1__Result res;
+    Kernelarena__V1__CaseResult c[2], *cv[2];
+    make_result(&res, c, cv, jid, KERNELARENA__V1__STATUS__OK);
+    exec_send(e2, &res, 100);
+  }
+  kernelarena__v1__exec_response__free_unpacked(h2, NULL);
+  r = recv_resp(a);
+  CHECK(r->request_id == rid && r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP &&
+            r->step->reward == 245.0,
+        "re-dispatched step reply");
+  free_resp(r);
+  exec_expect_empty(e2);
+  {
+    /* worker 1 comes back with a late result: ignored, nothing recorded twice */
+    g_worker = w1;
+    Kernelarena__V1__Result res;
+    make_result(&res, NULL, NULL, jid, KERNELARENA__V1__STATUS__COMPILE_ERROR);
+    exec_send(e, &res, 100);
+    exec_expect_empty(e);
+  }
+
+  printf("phase 2: a duplicate step is refused without a second evaluation\n");
+  r = do_step(a, epa, 0, "gelu.c", v1, strlen(v1));
+  EXPECT_ERROR(r, FAILED_PRECONDITION);
+  free_resp(r);
+  CHECK(health_queued(b) == 0 && state_step(b, epa, NULL) == 1, "duplicate changed something");
+  exec_send(e, NULL, 100);
+  exec_expect_empty(e);
+
+  printf("phase 2: GetEpisode and ListEpisodes\n");
+  r = do_get(b, epa);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_GET_EPISODE, "get body %d", r->body_case);
+  {
+    Kernelarena__V1__EpisodeRecord *er = r->get_episode->episode;
+    CHECK(!strcmp(er->id, epa) && er->seed == 11 && er->steps == 1 && er->n_step_records == 1 &&
+              !strcmp(er->run_id, "p2") && !strcmp(er->env_version, KA_VERSION) &&
+              !strcmp(er->task_id, "host/gelu") && *er->task_version,
+          "episode record");
+    Kernelarena__V1__StepRecord *sr = er->step_records[0];
+    CHECK(sr->step == 1 && sr->reward == 245.0 && sr->status == 1 && sr->n_files == 1 &&
+              sr->files[0]->content.len == strlen(v1) && sr->n_cases == 2 &&
+              sr->n_reward_components >= 6 && !strcmp(sr->worker_id, "test-host/2/host:0"),
+          "step record");
+  }
+  free_resp(r);
+  r = do_get(b, "ep-0000000000000000");
+  EXPECT_ERROR(r, NOT_FOUND);
+  free_resp(r);
+  {
+    Kernelarena__V1__ListEpisodesRequest l = KERNELARENA__V1__LIST_EPISODES_REQUEST__INIT;
+    l.run_id = "p2";
+    l.limit = 1;
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES, &l);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_LIST_EPISODES &&
+              r->list_episodes->n_episodes == 1 && *r->list_episodes->next_page_token &&
+              !strcmp(r->list_episodes->episodes[0]->id, epa),
+          "list page 1");
+    char tokn[32];
+    snprintf(tokn, sizeof tokn, "%s", r->list_episodes->next_page_token);
+    free_resp(r);
+    l.page_token = tokn;
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES, &l);
+    CHECK(r->list_episodes->n_episodes == 1 && !*r->list_episodes->next_page_token &&
+              !strcmp(r->list_episodes->episodes[0]->id, epb),
+          "list page 2");
+    free_resp(r);
+    l.page_token = "x";
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES, &l);
+    EXPECT_ERROR(r, INVALID_ARGUMENT);
+    free_resp(r);
+  }
+
+  printf("phase 2: held-out scoring needs the admin token\n");
+  {
+    Kernelarena__V1__EvaluateRequest ev = KERNELARENA__V1__EVALUATE_REQUEST__INIT;
+    ev.episode_id = (char *)epa;
+    ev.include_held_out = 1;
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_EVALUATE, &ev);
+    EXPECT_ERROR(r, PERMISSION_DENIED);
+    free_resp(r);
+    ev.admin_token = "s3cret-tokeN";
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_EVALUATE, &ev);
+    EXPECT_ERROR(r, PERMISSION_DENIED);
+    free_resp(r);
+    CHECK(health_queued(b) == 0, "a refused evaluation was queued");
+    ev.admin_token = "s3cret-token";
+    send_eval(a, &ev, &rid);
+    job = exec_take(e, &holder);
+    CHECK(job->include_held_out && !strncmp(job->job_id, "eval-", 5) &&
+              job->seed == ka_mix64(11, 1) && job->n_files == 1 &&
+              job->files[0]->content.len == strlen(v1),
+          "held-out evaluation job");
+    Kernelarena__V1__Result res;
+    Kernelarena__V1__CaseResult c[3], *cv[3];
+    make_result(&res, c, cv, job->job_id, KERNELARENA__V1__STATUS__OK);
+    kernelarena__v1__case_result__init(&c[2]);
+    c[2].name = "held";
+    c[2].held_out = 1;
+    c[2].correct = 1;
+    c[2].speedup = 2.0;
+    cv[2] = &c[2];
+    res.n_cases = 3;
+    exec_send(e, &res, 100);
+    kernelarena__v1__exec_response__free_unpacked(holder, NULL);
+    r = recv_resp(a);
+    CHECK(r->request_id == rid && r->body_case == KERNELARENA__V1__RESPONSE__BODY_EVALUATE,
+          "evaluate body %d", r->body_case);
+    Kernelarena__V1__EvaluateResponse *er = r->evaluate;
+    int held = 0;
+    for (size_t i = 0; i < er->observation->n_cases; i++)
+      held += er->observation->cases[i]->held_out;
+    double hc = -1, hs = -1;
+    for (size_t i = 0; i < er->n_reward_components; i++) {
+      if (!strcmp(er->reward_components[i]->key, "held_out_correct"))
+        hc = er->reward_components[i]->value;
+      if (!strcmp(er->reward_components[i]->key, "held_out_speedup_geomean"))
+        hs = er->reward_components[i]->value;
+    }
+    CHECK(er->reward == 245.0 && held == 1 && hc == 1 && hs == 2.0, "held-out result");
+    free_resp(r);
+    exec_expect_empty(e);
+
+    printf("phase 2: without the token, held-out cases never come back\n");
+    Kernelarena__V1__EvaluateRequest ev2 = KERNELARENA__V1__EVALUATE_REQUEST__INIT;
+    Kernelarena__V1__File f = KERNELARENA__V1__FILE__INIT, *fv[1] = {&f};
+    ev2.task_id = "host/gelu";
+    ev2.seed = 5;
+    ev2.has_seed = 1;
+    f.path = "gelu.c";
+    f.content.data = (uint8_t *)v1;
+    f.content.len = strlen(v1);
+    ev2.n_files = 1;
+    ev2.files = fv;
+    send_eval(a, &ev2, &rid);
+    job = exec_take(e, &holder);
+    CHECK(!job->include_held_out && job->seed == 5, "plain evaluation job");
+    make_result(&res, c, cv, job->job_id, KERNELARENA__V1__STATUS__OK);
+    cv[2] = &c[2];
+    res.n_cases = 3; /* an executor that ran them anyway */
+    exec_send(e, &res, 100);
+    kernelarena__v1__exec_response__free_unpacked(holder, NULL);
+    r = recv_resp(a);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_EVALUATE &&
+              r->evaluate->observation->n_cases == 2 && r->evaluate->seed == 5,
+          "held-out case leaked");
+    for (size_t i = 0; i < r->evaluate->n_reward_components; i++)
+      CHECK(strncmp(r->evaluate->reward_components[i]->key, "held_out", 8), "held-out component");
+    free_resp(r);
+    exec_expect_empty(e);
+    f.path = "../x.c";
+    r = do_simple(b, KERNELARENA__V1__REQUEST__BODY_EVALUATE, &ev2);
+    EXPECT_ERROR(r, INVALID_ARGUMENT);
+    free_resp(r);
+  }
+  CHECK(state_step(b, epa, NULL) == 1, "evaluations changed the episode");
+
+  printf("phase 2: leases: idle episodes are closed by the reaper (idle_ttl)\n");
+  nng_msleep(3500);
+  r = do_state(b, epb);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && r->state->closed &&
+            !strcmp(r->state->close_reason, "idle_ttl"),
+        "episode b not reaped");
+  free_resp(r);
+  r = do_step(a, epb, 0, "gelu.c", v1, strlen(v1));
+  EXPECT_ERROR(r, FAILED_PRECONDITION);
+  free_resp(r);
+  r = do_health(b);
+  CHECK(r->health->open_episodes == 0, "open %d after reaping", r->health->open_episodes);
+  free_resp(r);
+  r = do_get(b, epa);
+  CHECK(!strcmp(r->get_episode->episode->close_reason, "idle_ttl") &&
+            r->get_episode->episode->closed_at > 0 && r->get_episode->episode->steps == 1,
+        "reaped episode record");
+  free_resp(r);
+
+  free_resp(ra);
+  free_resp(rb);
+  nng_close(a);
+  nng_close(b);
+  nng_close(e);
+  nng_close(e2);
+  CHECK(kill(g_child2, SIGTERM) == 0, "kill");
+  int status;
+  CHECK(waitpid(g_child2, &status, 0) == g_child2, "waitpid");
+  g_child2 = -1;
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "envserver 2 exit status %d", status);
 }
 
 int main(int argc, char **argv) {
@@ -819,12 +1230,13 @@ int main(int argc, char **argv) {
         "episode row");
   sqlite3_finalize(q);
   QUERY("SELECT version FROM schema_version WHERE ?1 IS NOT NULL");
-  CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 1, "schema_version");
+  CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 2, "schema_version");
   sqlite3_finalize(q);
   sqlite3_close(sq);
 
   free(baseline);
   free(prompt_md);
+  phase2(bin, tasks);
   printf("server_protocol: all checks passed\n");
   return 0;
 }

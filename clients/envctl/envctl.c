@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "ka_common.h"
 #include "task.h"
 
@@ -31,7 +32,15 @@ static void ec_usage(FILE *f) {
           "  tasks                 list the tasks\n"
           "  episode --task ID     run one episode and print every step\n"
           "  health                ask a running server how it is\n"
-          "options:\n"
+          "  export                episodes as JSONL: --server URL --run R | --episode E\n"
+          "  replay EPISODE        re-evaluate a recorded episode's steps (--server URL)\n"
+          "  validate [TASK...]    check task definitions (envctl validate --help)\n"
+          "  agent --task ID       one episode with a coding-agent adapter (--help)\n"
+          "  step                  inside an agent's workspace: evaluate its files (--help)\n"
+          "  mcp                   MCP server (stdio) with the tools evaluate, last_result\n"
+          "  run --config FILE     agent episodes of a run config (--resume RUN; --help)\n"
+          "  compare RUN_A RUN_B   paired comparison of two runs, with a verdict (--help)\n"
+          "  report RUN... -o F    self-contained HTML report of runs (--help)\n"          "options:\n"
           "  --server URL          a running envserver (default: start one for this command)\n"
           "  --tasks DIR           task folder (default ./tasks, else the source tree's)\n"
           "  --backends LIST       backends of the embedded executor (default auto)\n"
@@ -193,15 +202,18 @@ static int ec_tasks_local(const char *dir) {
     fprintf(stderr, "envctl: %s\n", err);
     return 1;
   }
-  printf("%-26s %-10s %-5s %-7s %-10s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
-         "CASES (SHOWN+HELD-OUT)");
+  printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
+         "CASES", "TAGS");
   for (int i = 0; i < r->ntasks; i++) {
     const ka_task *t = r->tasks[i];
-    char be[64] = "";
+    char be[64] = "", tags[256] = "", cases[32];
     for (int b = 0; b < t->nbackends; b++)
       snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", b ? "," : "", t->backends[b]);
-    printf("%-26s %-10s %-5s %-7s %-10s %d+%d\n", t->id, t->type, t->language, t->mode, be,
-           t->ncases, t->nheld);
+    for (int g = 0; g < t->ntags; g++)
+      snprintf(tags + strlen(tags), sizeof tags - strlen(tags), "%s%s", g ? "," : "", t->tags[g]);
+    snprintf(cases, sizeof cases, "%d+%d", t->ncases, t->nheld);
+    printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", t->id, t->type, t->language, t->mode, be,
+           cases, tags);
   }
   ka_registry_free(r);
   return 0;
@@ -223,15 +235,18 @@ static int ec_tasks_remote(ka_client *c, int timeout_ms) {
     ka_client_free_response(r);
     return 1;
   }
-  printf("%-26s %-10s %-5s %-7s %-10s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
-         "CASES (SHOWN+HELD-OUT)");
+  printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
+         "CASES", "TAGS");
   for (size_t i = 0; i < r->list_tasks->n_tasks; i++) {
     Kernelarena__V1__TaskInfo *t = r->list_tasks->tasks[i];
-    char be[64] = "";
+    char be[64] = "", tags[256] = "", cases[32];
     for (size_t b = 0; b < t->n_backends; b++)
       snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", b ? "," : "", t->backends[b]);
-    printf("%-26s %-10s %-5s %-7s %-10s %d+%d\n", t->id, t->type, t->language, t->mode, be,
-           t->shown_cases, t->held_out_cases);
+    for (size_t g = 0; g < t->n_tags; g++)
+      snprintf(tags + strlen(tags), sizeof tags - strlen(tags), "%s%s", g ? "," : "", t->tags[g]);
+    snprintf(cases, sizeof cases, "%d+%d", t->shown_cases, t->held_out_cases);
+    printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", t->id, t->type, t->language, t->mode, be,
+           cases, tags);
   }
   ka_client_free_response(r);
   return 0;
@@ -271,6 +286,17 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   const char *cmd = argv[1];
+  if (!strcmp(cmd, "validate")) return ec_validate(argc - 1, argv + 1);
+  if (!strcmp(cmd, "step")) return ec_step_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "mcp")) return ec_mcp_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "agent")) return ec_agent_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) return ec_run_main(argc - 1, argv + 1);
+  int ec_export_main(int, char **), ec_replay_main(int, char **); /* export.c, replay.c */
+  if (!strcmp(cmd, "export")) return ec_export_main(argc, argv);
+  if (!strcmp(cmd, "replay")) return ec_replay_main(argc, argv);
+  int ec_compare_main(int, char **), ec_report_main(int, char **); /* compare.c, report.c */
+  if (!strcmp(cmd, "compare")) return ec_compare_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "report")) return ec_report_main(argc - 1, argv + 1);
   static const struct option opts[] = {{"server", required_argument, 0, 's'},
                                        {"tasks", required_argument, 0, 'T'},
                                        {"backends", required_argument, 0, 'b'},

@@ -38,6 +38,10 @@ void ec_embedded_stop(ec_embedded *emb, int keep);
 /* `envctl episode`: returns the process exit code. */
 int ec_episode(ka_client *c, const ec_opts *o);
 
+/* `envctl validate ARGS...`: execs ka-validate beside envctl with argv (argv[0] is
+ * replaced). Returns only on failure, with exit code 2. */
+int ec_validate(int argc, char **argv);
+
 /* Prints an error response and returns 1. */
 int ec_print_error(const char *what, const Kernelarena__V1__Response *r);
 

@@ -1,16 +1,61 @@
+/* libkaclient: every call is one nng REQ context and one aio driven by a small state
+ * machine (SEND -> RECV -> DONE), so any number of calls can be in flight; ka_call_wait
+ * blocks on the call's condition variable. */
 #include "kaclient.h"
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ka_common.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "ka_common.h" /* the KA_E* codes only: the library needs nothing else of it */
+
+/* Writes the message into err (if given) and returns code, as ka_seterr does; kept
+ * local so that libkaclient.a links with protobuf-c and nng alone. */
+static int kc_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int kc_seterr(char *err, size_t errlen, int code, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+/* Unix time in seconds (the start of request ids, so that ids of clients that restart
+ * do not repeat). */
+static double kc_wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 struct ka_client {
   nng_socket sock;
   atomic_ullong next_id;
+};
+
+typedef enum { KC_SEND, KC_RECV, KC_DONE } kc_state;
+
+struct ka_call {
+  nng_ctx ctx;
+  nng_aio *aio;
+  uint64_t request_id;
+  int timeout_ms;
+  pthread_mutex_t mtx;
+  pthread_cond_t cv;
+  kc_state state;
+  int rv;             /* nng result of the failed step, 0 if none */
+  kc_state failed_in; /* the step that failed */
+  nng_msg *reply;
 };
 
 int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
@@ -20,7 +65,7 @@ int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   int rv = nng_req0_open(&c->sock);
   if (rv) {
     free(c);
-    return ka_seterr(err, errlen, KA_ENOMEM, "nng_req0_open: %s", nng_strerror(rv));
+    return kc_seterr(err, errlen, KA_ENOMEM, "nng_req0_open: %s", nng_strerror(rv));
   }
   nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 256u << 20);
@@ -30,10 +75,26 @@ int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   if (rv) {
     nng_close(c->sock);
     free(c);
-    return ka_seterr(err, errlen, KA_EINVAL, "cannot dial %s: %s", url, nng_strerror(rv));
+    return kc_seterr(err, errlen, KA_EINVAL, "cannot dial %s: %s", url, nng_strerror(rv));
   }
-  atomic_init(&c->next_id, (unsigned long long)ka_wall_s() << 20);
+  atomic_init(&c->next_id, (unsigned long long)kc_wall_s() << 20);
   *out = c;
+  return KA_OK;
+}
+
+int ka_client_open_timeout(const char *url, int connect_timeout_ms, ka_client **out, char *err,
+                           size_t errlen) {
+  int rc = ka_client_open(url, out, err, errlen);
+  if (rc) return rc;
+  Kernelarena__V1__Response *r = NULL;
+  rc = ka_client_health(*out, connect_timeout_ms, &r, err, errlen);
+  ka_client_free_response(r);
+  if (rc) {
+    ka_client_close(*out);
+    *out = NULL;
+    return kc_seterr(err, errlen, KA_ETIMEDOUT, "no answer from %s within %d ms", url,
+                     connect_timeout_ms);
+  }
   return KA_OK;
 }
 
@@ -43,63 +104,209 @@ void ka_client_close(ka_client *c) {
   free(c);
 }
 
-int ka_client_call(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
-                   Kernelarena__V1__Response **resp, char *err, size_t errlen) {
-  *resp = NULL;
+static void kc_cb(void *arg) {
+  ka_call *k = arg;
+  int rv = nng_aio_result(k->aio);
+  pthread_mutex_lock(&k->mtx);
+  if (k->state == KC_SEND && rv == 0) {
+    k->state = KC_RECV;
+    pthread_mutex_unlock(&k->mtx);
+    nng_ctx_recv(k->ctx, k->aio);
+    return;
+  }
+  if (rv) {
+    if (k->state == KC_SEND) nng_msg_free(nng_aio_get_msg(k->aio));
+    k->rv = rv;
+    k->failed_in = k->state;
+  } else {
+    k->reply = nng_aio_get_msg(k->aio);
+  }
+  k->state = KC_DONE;
+  pthread_cond_signal(&k->cv);
+  pthread_mutex_unlock(&k->mtx);
+}
+
+static void kc_free(ka_call *k) {
+  if (!k) return;
+  if (k->aio) nng_aio_free(k->aio); /* stops the aio first */
+  nng_ctx_close(k->ctx);
+  if (k->reply) nng_msg_free(k->reply);
+  pthread_mutex_destroy(&k->mtx);
+  pthread_cond_destroy(&k->cv);
+  free(k);
+}
+
+int ka_client_start(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms, ka_call **out,
+                    char *err, size_t errlen) {
+  *out = NULL;
   if (!req->request_id) req->request_id = atomic_fetch_add(&c->next_id, 1) + 1;
   if (!req->deadline_ms && timeout_ms > 0) req->deadline_ms = (uint32_t)timeout_ms;
-  nng_ctx ctx;
-  int rv = nng_ctx_open(&ctx, c->sock);
-  if (rv) return ka_seterr(err, errlen, KA_EIO, "nng_ctx_open: %s", nng_strerror(rv));
-  nng_ctx_set_ms(ctx, NNG_OPT_RECVTIMEO, timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE);
-  nng_ctx_set_ms(ctx, NNG_OPT_SENDTIMEO, timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE);
+  ka_call *k = calloc(1, sizeof *k);
+  if (!k) return kc_seterr(err, errlen, KA_ENOMEM, "out of memory");
+  pthread_mutex_init(&k->mtx, NULL);
+  pthread_cond_init(&k->cv, NULL);
+  k->request_id = req->request_id;
+  k->timeout_ms = timeout_ms;
+  int rv = nng_ctx_open(&k->ctx, c->sock);
+  if (rv) {
+    pthread_mutex_destroy(&k->mtx);
+    pthread_cond_destroy(&k->cv);
+    free(k);
+    return kc_seterr(err, errlen, KA_EIO, "nng_ctx_open: %s", nng_strerror(rv));
+  }
+  if ((rv = nng_aio_alloc(&k->aio, kc_cb, k))) {
+    k->aio = NULL;
+    kc_free(k);
+    return kc_seterr(err, errlen, KA_ENOMEM, "nng_aio_alloc: %s", nng_strerror(rv));
+  }
   size_t len = kernelarena__v1__request__get_packed_size(req);
   nng_msg *msg;
   if ((rv = nng_msg_alloc(&msg, len))) {
-    nng_ctx_close(ctx);
-    return ka_seterr(err, errlen, KA_ENOMEM, "nng_msg_alloc: %s", nng_strerror(rv));
+    kc_free(k);
+    return kc_seterr(err, errlen, KA_ENOMEM, "nng_msg_alloc: %s", nng_strerror(rv));
   }
   kernelarena__v1__request__pack(req, nng_msg_body(msg));
-  nng_aio *aio;
-  if ((rv = nng_aio_alloc(&aio, NULL, NULL))) {
-    nng_msg_free(msg);
-    nng_ctx_close(ctx);
-    return ka_seterr(err, errlen, KA_ENOMEM, "nng_aio_alloc: %s", nng_strerror(rv));
-  }
-  nng_aio_set_timeout(aio, timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE);
-  nng_aio_set_msg(aio, msg);
-  nng_ctx_send(ctx, aio);
-  nng_aio_wait(aio);
-  if ((rv = nng_aio_result(aio))) {
-    nng_msg_free(nng_aio_get_msg(aio));
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    return ka_seterr(err, errlen, rv == NNG_ETIMEDOUT ? KA_ETIMEDOUT : KA_EUNAVAIL,
-                     "sending the request: %s", nng_strerror(rv));
-  }
-  nng_ctx_recv(ctx, aio);
-  nng_aio_wait(aio);
-  rv = nng_aio_result(aio);
-  nng_msg *reply = rv ? NULL : nng_aio_get_msg(aio);
-  nng_aio_free(aio);
-  nng_ctx_close(ctx);
-  if (rv)
-    return ka_seterr(err, errlen, rv == NNG_ETIMEDOUT ? KA_ETIMEDOUT : KA_EIO,
-                     "waiting for the response: %s", nng_strerror(rv));
-  Kernelarena__V1__Response *r =
-      kernelarena__v1__response__unpack(NULL, nng_msg_len(reply), nng_msg_body(reply));
-  nng_msg_free(reply);
-  if (!r) return ka_seterr(err, errlen, KA_EPARSE, "undecodable response");
-  if (r->request_id != req->request_id && r->body_case != KERNELARENA__V1__RESPONSE__BODY_ERROR) {
-    kernelarena__v1__response__free_unpacked(r, NULL);
-    return ka_seterr(err, errlen, KA_EPARSE, "response to another request");
-  }
-  *resp = r;
+  /* One timeout for the send and the receive together would need a timer; each
+   * operation gets the whole timeout, and the server's deadline_ms bounds the wait. */
+  nng_aio_set_timeout(k->aio, timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE);
+  k->state = KC_SEND;
+  nng_aio_set_msg(k->aio, msg);
+  nng_ctx_send(k->ctx, k->aio);
+  *out = k;
   return KA_OK;
+}
+
+int ka_call_wait(ka_call *k, Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  *resp = NULL;
+  pthread_mutex_lock(&k->mtx);
+  while (k->state != KC_DONE) pthread_cond_wait(&k->cv, &k->mtx);
+  pthread_mutex_unlock(&k->mtx);
+  int rc = KA_OK;
+  if (k->rv) {
+    int to = k->rv == NNG_ETIMEDOUT;
+    rc =
+        kc_seterr(err, errlen, to ? KA_ETIMEDOUT : (k->failed_in == KC_SEND ? KA_EUNAVAIL : KA_EIO),
+                  "%s the request: %s", k->failed_in == KC_SEND ? "sending" : "waiting for",
+                  nng_strerror(k->rv));
+    if (k->rv == NNG_ECLOSED) rc = KA_EUNAVAIL;
+  } else {
+    Kernelarena__V1__Response *r =
+        kernelarena__v1__response__unpack(NULL, nng_msg_len(k->reply), nng_msg_body(k->reply));
+    if (!r) {
+      rc = kc_seterr(err, errlen, KA_EPARSE, "undecodable response");
+    } else if (r->request_id != k->request_id &&
+               r->body_case != KERNELARENA__V1__RESPONSE__BODY_ERROR) {
+      kernelarena__v1__response__free_unpacked(r, NULL);
+      rc = kc_seterr(err, errlen, KA_EPARSE, "response to another request");
+    } else {
+      *resp = r;
+    }
+  }
+  kc_free(k);
+  return rc;
+}
+
+int ka_client_call(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
+                   Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  *resp = NULL;
+  ka_call *k;
+  int rc = ka_client_start(c, req, timeout_ms, &k, err, errlen);
+  return rc ? rc : ka_call_wait(k, resp, err, errlen);
+}
+
+/* ---- one function per method */
+
+int ka_client_health(ka_client *c, int timeout_ms, Kernelarena__V1__Response **resp, char *err,
+                     size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
+  req.health = &h;
+  return ka_client_call(c, &req, timeout_ms, resp, err, errlen);
+}
+
+int ka_client_reset(ka_client *c, const char *task_id, int has_seed, uint64_t seed,
+                    const char *const *opt_keys, const char *const *opt_values, size_t n_options,
+                    int timeout_ms, Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__ResetRequest rr = KERNELARENA__V1__RESET_REQUEST__INIT;
+  Kernelarena__V1__ResetRequest__OptionsEntry *ov = NULL, **op = NULL;
+  if (n_options) {
+    ov = calloc(n_options, sizeof *ov);
+    op = calloc(n_options, sizeof *op);
+    if (!ov || !op) {
+      free(ov);
+      free(op);
+      return kc_seterr(err, errlen, KA_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n_options; i++) {
+      kernelarena__v1__reset_request__options_entry__init(&ov[i]);
+      ov[i].key = (char *)opt_keys[i];
+      ov[i].value = (char *)opt_values[i];
+      op[i] = &ov[i];
+    }
+  }
+  rr.task_id = (char *)task_id;
+  rr.has_seed = has_seed != 0;
+  rr.seed = seed;
+  rr.n_options = n_options;
+  rr.options = op;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
+  req.reset = &rr;
+  int rc = ka_client_call(c, &req, timeout_ms, resp, err, errlen);
+  free(ov);
+  free(op);
+  return rc;
+}
+
+int ka_client_step(ka_client *c, const char *episode_id, int expected_step,
+                   Kernelarena__V1__File *const *files, size_t n_files, int timeout_ms,
+                   Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__StepRequest sr = KERNELARENA__V1__STEP_REQUEST__INIT;
+  sr.episode_id = (char *)episode_id;
+  sr.expected_step = expected_step;
+  sr.n_files = n_files;
+  sr.files = (Kernelarena__V1__File **)files;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
+  req.step = &sr;
+  return ka_client_call(c, &req, timeout_ms, resp, err, errlen);
+}
+
+int ka_client_evaluate(ka_client *c, const Kernelarena__V1__EvaluateRequest *ev, int timeout_ms,
+                       Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_EVALUATE;
+  req.evaluate = (Kernelarena__V1__EvaluateRequest *)ev;
+  return ka_client_call(c, &req, timeout_ms, resp, err, errlen);
+}
+
+int ka_client_close_episode(ka_client *c, const char *episode_id, int timeout_ms,
+                            Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__CloseRequest cr = KERNELARENA__V1__CLOSE_REQUEST__INIT;
+  cr.episode_id = (char *)episode_id;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
+  req.close = &cr;
+  return ka_client_call(c, &req, timeout_ms, resp, err, errlen);
+}
+
+int ka_client_state(ka_client *c, const char *episode_id, int timeout_ms,
+                    Kernelarena__V1__Response **resp, char *err, size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__StateRequest sr = KERNELARENA__V1__STATE_REQUEST__INIT;
+  sr.episode_id = (char *)episode_id;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_STATE;
+  req.state = &sr;
+  return ka_client_call(c, &req, timeout_ms, resp, err, errlen);
 }
 
 void ka_client_free_response(Kernelarena__V1__Response *resp) {
   if (resp) kernelarena__v1__response__free_unpacked(resp, NULL);
+}
+
+const Kernelarena__V1__Error *ka_response_error(const Kernelarena__V1__Response *resp) {
+  return resp && resp->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? resp->error : NULL;
 }
 
 const char *ka_status_name(int status) {
