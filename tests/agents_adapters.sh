@@ -158,7 +158,7 @@ cp "$KA_WORKSPACE/../steps/1/gelu.c" /dev/null && sed -i "/^broken$/d; s/erf(/er
   jcheck "command: 2 steps: the agent's (COMPILE_ERROR) and the adapter's final evaluation (OK)" "$E" \
     "d['n_steps']==2 and d['steps'][0]['by']=='agent' and d['steps'][0]['status']=='COMPILE_ERROR' and d['steps'][1]['by']=='adapter' and d['steps'][1]['status']=='OK' and d['final_eval'] is True"
   jcheck "command: best reward is the final evaluation's" "$E" "d['scored_step']==2 and d['reward']>120"
-  check "command: ListTasks through the proxy is refused" sh -c "grep -q 'only Step (envctl step) and Health' '$OUT/agent.stderr' && grep -q 'tasks-rc=1' '$OUT/transcript.txt'"
+  check "command: ListTasks through the proxy is refused" sh -c "grep -q 'only Step (envctl step), State of this episode and Health' '$OUT/agent.stderr' && grep -q 'tasks-rc=1' '$OUT/transcript.txt'"
   check "command: a step of another episode is refused" sh -c "grep -q 'belongs to episode' '$OUT/agent.stderr' && grep -q 'other-episode-rc=1' '$OUT/transcript.txt'"
   jcheck "command: refusals recorded no step" "$E" "len(d['steps'])==2"
   AGENT --adapter nosuch --out "$WORK/bad" >"$WORK/bad.out" 2>&1

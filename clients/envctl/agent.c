@@ -225,9 +225,24 @@ static void ec_proxy_handle(ec_proxy *p, Kernelarena__V1__Request *rq) {
     ka_client_free_response(r);
     return;
   }
+  if (rq->body_case == KERNELARENA__V1__REQUEST__BODY_STATE) {
+    Kernelarena__V1__Response *r;
+    if (strcmp(rq->state->episode_id, p->episode)) {
+      snprintf(err, sizeof err, "this workspace belongs to episode %s, not %s", p->episode,
+               rq->state->episode_id);
+      ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, err);
+    } else if (ka_client_call(p->up, rq, 30000, &r, err, sizeof err)) {
+      ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__UNAVAILABLE, err);
+    } else {
+      ec_proxy_reply(p, r);
+      ka_client_free_response(r);
+    }
+    return;
+  }
   if (rq->body_case != KERNELARENA__V1__REQUEST__BODY_STEP) {
     ec_proxy_refuse(p, rq->request_id, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT,
-                    "inside an agent episode only Step (envctl step) and Health are allowed");
+                    "inside an agent episode only Step (envctl step), State of this episode "
+                    "and Health are allowed");
     return;
   }
   if (strcmp(rq->step->episode_id, p->episode)) {
@@ -324,7 +339,8 @@ typedef struct ec_proc_result {
 } ec_proc_result;
 
 /* Runs argv (PATH lookup) in ws, in a new process group, stdin from in_path, stdout and
- * stderr to files, with env (NULL-terminated "K=V" strings) added; kills the whole group
+ * stderr to files, with env (NULL-terminated "K=V" strings) added and KA_ADMIN_TOKEN
+ * removed (the agent must not score itself on held-out cases); kills the whole group
  * when it exits, at timeout_s (SIGTERM, then SIGKILL after 2 s) or on interruption. */
 static int ec_run_cli(char *const argv[], const char *ws, char *const env[], const char *in_path,
                       const char *out_path, const char *err_path, int timeout_s,
@@ -340,6 +356,7 @@ static int ec_run_cli(char *const argv[], const char *ws, char *const env[], con
   if (!envp) return KA_ENOMEM;
   size_t k = 0;
   for (size_t i = 0; i < ne; i++) {
+    if (!strncmp(environ[i], "KA_ADMIN_TOKEN=", 15)) continue; /* never the agent's */
     int replaced = 0;
     for (size_t j = 0; j < na && !replaced; j++) {
       size_t kl = strcspn(env[j], "=");
@@ -678,6 +695,103 @@ static int ec_replay(const json_t *cfg, ec_step_target *t, char *err, size_t err
   return rc;
 }
 
+/* ------------------------------------------------------------------ held-out scoring */
+
+char *ec_admin_token_load(const char *file, char *err, size_t errlen) {
+  char *tok = NULL;
+  if (file) {
+    if (ka_read_file(file, 4096, &tok, NULL) != KA_OK) {
+      ka_seterr(err, errlen, KA_ENOENT, "cannot read the admin token file %s", file);
+      return NULL;
+    }
+  } else if (getenv("KA_ADMIN_TOKEN")) {
+    tok = strdup(getenv("KA_ADMIN_TOKEN"));
+  }
+  if (!tok) {
+    ka_seterr(err, errlen, KA_ENOENT, "no admin token (--admin-token-file or KA_ADMIN_TOKEN)");
+    return NULL;
+  }
+  char *b = tok, *e = tok + strlen(tok);
+  while (*b && strchr(" \t\r\n", *b)) b++;
+  while (e > b && strchr(" \t\r\n", e[-1])) *--e = 0;
+  memmove(tok, b, strlen(b) + 1);
+  if (!*tok) {
+    free(tok);
+    ka_seterr(err, errlen, KA_EINVAL, "the admin token is empty");
+    return NULL;
+  }
+  return tok;
+}
+
+static double ec_eval_comp(const Kernelarena__V1__EvaluateResponse *e, const char *key) {
+  for (size_t i = 0; i < e->n_reward_components; i++)
+    if (!strcmp(e->reward_components[i]->key, key)) return e->reward_components[i]->value;
+  return NAN;
+}
+
+/* Scores recorded step `step` of the episode on the task's held-out cases: an admin
+ * Evaluate{episode_id, step, include_held_out} (docs/protocol.md), which re-evaluates the
+ * step's files with the step's own job seed. Returns episode.json's held_out record (new
+ * reference): status ok (every held-out case correct), incorrect, skipped (the task has
+ * no held-out cases) or error; eval_status, correct, speedup_geomean (held-out cases,
+ * null unless correct), shown_speedup_geomean (the shown cases of the same evaluation,
+ * null unless OK), gap = speedup_geomean / shown_speedup_geomean (null unless both are
+ * positive), cases[] (the held-out cases only), step, job_id. */
+static json_t *ec_held_out_score(ka_client *c, const char *episode, int step, const char *token,
+                                 int timeout_s) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__EvaluateRequest ev = KERNELARENA__V1__EVALUATE_REQUEST__INIT;
+  ev.episode_id = (char *)episode;
+  ev.step = step;
+  ev.include_held_out = 1;
+  ev.admin_token = (char *)token;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_EVALUATE;
+  req.evaluate = &ev;
+  Kernelarena__V1__Response *r;
+  char err[1024];
+  if (ka_client_call(c, &req, timeout_s * 1000, &r, err, sizeof err))
+    return json_pack("{s:s, s:i, s:s}", "status", "error", "step", step, "error", err);
+  if (r->body_case != KERNELARENA__V1__RESPONSE__BODY_EVALUATE) {
+    snprintf(err, sizeof err, "held-out Evaluate: %s: %s",
+             r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR
+                 ? ka_error_code_name(r->error->code)
+                 : "unexpected response",
+             r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR && r->error->message
+                 ? r->error->message
+                 : "");
+    ka_client_free_response(r);
+    return json_pack("{s:s, s:i, s:s}", "status", "error", "step", step, "error", err);
+  }
+  const Kernelarena__V1__EvaluateResponse *e = r->evaluate;
+  const Kernelarena__V1__Observation *o = e->observation;
+  int st = o ? (int)o->status : 0;
+  json_t *cases = json_array();
+  for (size_t i = 0; o && i < o->n_cases; i++)
+    if (o->cases[i]->held_out) json_array_append_new(cases, ec_case_json(o->cases[i]));
+  int correct = ec_eval_comp(e, "held_out_correct") > 0;
+  double held = correct ? ec_eval_comp(e, "held_out_speedup_geomean") : NAN;
+  double shown = st == KERNELARENA__V1__STATUS__OK ? ec_eval_comp(e, "speedup_geomean") : NAN;
+  double gap = isfinite(held) && held > 0 && isfinite(shown) && shown > 0 ? held / shown : NAN;
+  const char *status = "incorrect";
+  if (correct)
+    status = "ok";
+  else if (st == KERNELARENA__V1__STATUS__OK && json_array_size(cases) == 0)
+    status = "skipped";
+  const char *job = NULL;
+  for (size_t i = 0; i < e->n_info; i++)
+    if (!strcmp(e->info[i]->key, "job_id")) job = e->info[i]->value;
+  json_t *out =
+      json_pack("{s:s, s:s, s:i, s:b, s:o, s:o, s:o, s:o, s:s}", "status", status, "eval_status",
+                ka_status_name(st), "step", step, "correct", correct, "speedup_geomean",
+                ec_json_num(held), "shown_speedup_geomean", ec_json_num(shown), "gap",
+                ec_json_num(gap), "cases", cases, "job_id", job ? job : "");
+  if (!strcmp(status, "skipped"))
+    json_object_set_new(out, "reason", json_string("the task has no held-out cases"));
+  if (o && o->message && *o->message) json_object_set_new(out, "message", json_string(o->message));
+  ka_client_free_response(r);
+  return out;
+}
+
 /* ------------------------------------------------------------------ one episode */
 
 static const char *ec_reset_info(const Kernelarena__V1__ResetResponse *r, const char *key) {
@@ -996,13 +1110,23 @@ fail:
     }
     if (d) closedir(d);
   }
-  /* held-out scoring of the final kernel: needs the server's admin Evaluate (not yet in
-   * the protocol); recorded as not run so that reports can tell. */
-  json_object_set_new(res, "held_out",
-                      rq->held_out ? json_pack("{s:s}", "status",
-                                               "unavailable: the server has no "
-                                               "held-out Evaluate yet")
-                                   : json_null());
+  /* held-out scoring of the final kernel (the scored step), after Close: nothing the
+   * agent can still do reaches it */
+  json_t *ho = json_null();
+  if (rq->held_out) {
+    if (!json_is_integer(ss))
+      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "no final kernel (no step)");
+    else if (ec_agent_interrupted)
+      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "interrupted");
+    else if (!rq->admin_token)
+      ho = json_pack("{s:s, s:s}", "status", "error", "error",
+                     "no admin token (give --admin-token-file or set KA_ADMIN_TOKEN when "
+                     "using --server)");
+    else
+      ho = ec_held_out_score(c, json_string_value(json_object_get(res, "episode_id")),
+                             (int)json_integer_value(ss), rq->admin_token, rq->timeout_s);
+  }
+  json_object_set_new(res, "held_out", ho);
   json_object_set_new(res, "finished_at", json_real(ka_wall_s()));
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/episode.json", rq->out_dir);
@@ -1075,10 +1199,14 @@ int ec_agent_main(int argc, char **argv) {
                                        {"tasks", required_argument, 0, 'T'},
                                        {"backends", required_argument, 0, 'b'},
                                        {"timeout", required_argument, 0, 'o'},
+                                       {"held-out", no_argument, 0, 'H'},
+                                       {"admin-token-file", required_argument, 0, 'A'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   json_t *cfg = json_object();
+  const char *token_file = NULL;
+  char *token = NULL;
   ec_episode_req rq = {.timeout_s = 900, .run = "default"};
   ec_opts o = {0};
   const char *out = NULL;
@@ -1137,6 +1265,12 @@ int ec_agent_main(int argc, char **argv) {
       case 'o':
         rq.timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
         break;
+      case 'H':
+        rq.held_out = 1;
+        break;
+      case 'A':
+        token_file = optarg;
+        break;
       case 'v':
         o.verbose = 1;
         break;
@@ -1144,6 +1278,7 @@ int ec_agent_main(int argc, char **argv) {
         printf(
             "usage: envctl agent --task ID --adapter NAME [--config FILE] [--set KEY=VALUE]...\n"
             "                    [--out DIR] [--seed S] [--max-steps N] [--reward last|best]\n"
+            "                    [--held-out [--admin-token-file PATH]]\n"
             "                    [--server URL] [--tasks DIR] [--backends LIST]\n"
             "Runs one episode with a coding-agent adapter (claude_code, codex, cursor, command,\n"
             "replay) and writes DIR/episode.json, the transcript and every step's files.\n"
@@ -1191,6 +1326,13 @@ int ec_agent_main(int argc, char **argv) {
     }
     url = emb.url;
   }
+  if (rq.held_out) {
+    char tp[PATH_MAX];
+    snprintf(tp, sizeof tp, "%s/admin.token", emb.state);
+    token = ec_admin_token_load(o.server ? token_file : tp, err, sizeof err);
+    if (!token) fprintf(stderr, "envctl agent: held-out scoring: %s\n", err);
+    rq.admin_token = token;
+  }
   ka_client *cl;
   if (ka_client_open(url, &cl, err, sizeof err)) {
     fprintf(stderr, "envctl agent: %s\n", err);
@@ -1211,12 +1353,26 @@ int ec_agent_main(int argc, char **argv) {
            (long long)json_integer_value(json_object_get(res, "scored_step")));
     if (json_is_string(json_object_get(res, "error")))
       fprintf(stderr, "envctl agent: %s\n", json_string_value(json_object_get(res, "error")));
+    json_t *ho = json_object_get(res, "held_out");
+    if (json_is_object(ho)) {
+      json_t *hs = json_object_get(ho, "speedup_geomean"), *gap = json_object_get(ho, "gap");
+      const char *why = json_string_value(json_object_get(ho, "error"));
+      if (!why) why = json_string_value(json_object_get(ho, "reason"));
+      printf("held-out: %s", json_string_value(json_object_get(ho, "status")));
+      if (json_is_number(hs)) printf(", speedup %.3fx", json_number_value(hs));
+      if (json_is_number(gap))
+        printf(", gap %.3f (held-out / shown speedup)", json_number_value(gap));
+      if (why) printf(" (%s)", why);
+      printf("\n");
+    }
     printf("results: %s/episode.json\n", absout);
     rc = !strcmp(st, "error") || !strcmp(st, "interrupted") ? 1 : 0;
     json_decref(res);
   }
   if (!o.server) ec_embedded_stop(&emb, 0);
 out:
+  if (token) memset(token, 0, strlen(token));
+  free(token);
   json_decref(cfg);
   return rc;
 }

@@ -39,8 +39,9 @@ int ec_step_target_load(const char *ws, const char *server, const char *episode,
 void ec_step_target_free(ec_step_target *t);
 
 /* Submits the editable files present in the workspace as one step and waits for the
- * result (up to t->timeout_s). A wrong expected_step (the state file is behind) is
- * corrected from the server's message and retried once. On KA_OK *result is the step
+ * result (up to t->timeout_s). The expected_step comes from the server's State; where
+ * State is not served, from the state file, and a wrong one (the file is behind) is
+ * corrected from the server's refusal message and retried once. On KA_OK *result is the step
  * result as JSON (caller owns it; shape in docs/agents.md), it was written to
  * .kernelarena/last_result.json and the state file's step count was advanced.
  * Errors: KA_EINVAL (bad workspace), KA_EIO, KA_ETIMEDOUT, KA_EUNAVAIL, or KA_ESTATE for
@@ -51,6 +52,10 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
  * correct, speedup_geomean, terminated, truncated, message, compile_log, runtime_log,
  * cases[], components{}, info{}. Non-finite numbers become null. */
 json_t *ec_step_json(const Kernelarena__V1__StepResponse *s);
+
+/* The JSON form of one CaseResult (new reference): name, correct, max_abs_err,
+ * max_rel_err, mismatches, elements, baseline_ms, candidate_ms, speedup, message. */
+json_t *ec_case_json(const Kernelarena__V1__CaseResult *c);
 
 /* A short human-readable summary of a step result made by ec_step_json (malloc'd). */
 char *ec_step_summary(const json_t *result);
@@ -68,20 +73,29 @@ typedef struct ec_episode_req {
   const char *task;
   int has_seed;
   unsigned long long seed;
-  const char *run;     /* run id (Reset option `run`); NULL: "default" */
-  const char *label;   /* run label (Reset option `label`) */
-  int repeat;          /* repeat index, recorded */
-  const char *out_dir; /* episode folder, absolute; created */
-  int max_steps;       /* > 0 overrides the agent config's max_steps (default 20) */
-  const char *reward;  /* "last" or "best" unless the agent config says (default last) */
-  int held_out;        /* score the final kernel on held-out cases (hook; see docs) */
-  int timeout_s;       /* per request to the server */
+  const char *run;         /* run id (Reset option `run`); NULL: "default" */
+  const char *label;       /* run label (Reset option `label`) */
+  int repeat;              /* repeat index, recorded */
+  const char *out_dir;     /* episode folder, absolute; created */
+  int max_steps;           /* > 0 overrides the agent config's max_steps (default 20) */
+  const char *reward;      /* "last" or "best" unless the agent config says (default last) */
+  int held_out;            /* score the final kernel on the held-out cases (docs/agents.md) */
+  const char *admin_token; /* the server's admin token (held-out scoring); never given to
+                              the agent. NULL: held_out is recorded as an error */
+  int timeout_s;           /* per request to the server */
 } ec_episode_req;
+
+/* The admin token for held-out scoring: the contents of file (surrounding white space
+ * dropped) when file is non-NULL, else $KA_ADMIN_TOKEN. Returns a malloc'd string
+ * (caller frees), or NULL when there is none or the file cannot be read (reason in
+ * err). */
+char *ec_admin_token_load(const char *file, char *err, size_t errlen);
 
 /* Runs one episode with the adapter of agent_cfg (an object: adapter, model, effort,
  * permission_mode, command, replay, timeout_s, max_steps, reward, final_eval, mcp,
  * args, bin; docs/agents.md) against the server of c: Reset, workspace, step proxy,
- * the CLI in its own process group, final evaluation, Close. Writes
+ * the CLI in its own process group, final evaluation, Close, and with rq->held_out the
+ * held-out scoring of the final kernel (an admin Evaluate of the scored step). Writes
  * out_dir/episode.json, steps.jsonl, steps/<n>/, final/, workspace/ and the transcript.
  * Never fails as a call: errors (reset refused, CLI missing, ...) are recorded in the
  * returned result (status "error", reward 0), which the caller owns. */

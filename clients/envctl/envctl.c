@@ -111,9 +111,22 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
   snprintf(gx, sizeof gx, "%s/gpuexec", exe);
   snprintf(emb->url, sizeof emb->url, "ipc://%s/env.ipc", emb->state);
   snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", emb->state);
+  /* an admin token for held-out scoring (docs/agents.md): 24 random bytes as hex, in the
+   * private (0700) state folder, mode 0600; envctl reads it back, agents never see it */
+  char tok_path[300], tok[49] = "";
+  unsigned char rnd[24];
+  snprintf(tok_path, sizeof tok_path, "%s/admin.token", emb->state);
+  FILE *rf = fopen("/dev/urandom", "rb");
+  if (rf && fread(rnd, 1, sizeof rnd, rf) == sizeof rnd) {
+    for (size_t i = 0; i < sizeof rnd; i++) snprintf(tok + 2 * i, 3, "%02x", rnd[i]);
+    if (ka_write_file(tok_path, tok, strlen(tok)) == KA_OK) chmod(tok_path, 0600);
+  }
+  if (rf) fclose(rf);
   char *sargv[] = {srv,        "--listen",    emb->url,         "--exec-listen",
                    exec_url,   "--tasks",     (char *)o->tasks, "--state",
-                   emb->state, "--max-steps", "1000",           NULL};
+                   emb->state, "--max-steps", "1000",
+                   tok[0] ? "--admin-token-file" : NULL,        tok_path,
+                   NULL};
   emb->server_pid = ec_spawn(sargv, !o->verbose);
   char *gargv[] = {gx,
                    "--server",

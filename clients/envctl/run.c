@@ -28,6 +28,7 @@ typedef struct ec_run {
   double reward_sum;
   int tty;
   int timeout_s;
+  const char *admin_token; /* held-out scoring; NULL: none */
 } ec_run;
 
 /* Seed of (task, repeat) under a base seed: FNV-1a 64 of the task id mixed with the
@@ -127,11 +128,14 @@ static void ec_progress(ec_run *r, const json_t *res, const char *task, int repe
   fflush(stderr);
 }
 
+/* The client is opened only once there is an episode to run: a connection closed before
+ * its first request (a worker with nothing left to do) can hit nng 1.5.2's listener bug
+ * (nanomsg/nng#1518: a peer that disconnects during the connection handshake stops the
+ * server's listener for good, and every later client hangs). */
 static void *ec_run_worker(void *arg) {
   ec_run *r = arg;
   char err[512];
   ka_client *c = NULL;
-  if (ka_client_open(r->url, &c, err, sizeof err)) return NULL;
   const json_t *agent = json_object_get(r->cfg, "agent");
   for (;;) {
     pthread_mutex_lock(&r->mu);
@@ -142,6 +146,13 @@ static void *ec_run_worker(void *arg) {
     json_t *e = json_array_get(r->plan, r->next++);
     r->running++;
     pthread_mutex_unlock(&r->mu);
+    if (!c && ka_client_open(r->url, &c, err, sizeof err)) {
+      fprintf(stderr, "envctl run: %s\n", err); /* the episode stays unfinished (a failure) */
+      pthread_mutex_lock(&r->mu);
+      r->running--;
+      pthread_mutex_unlock(&r->mu);
+      return NULL;
+    }
     const char *task = json_string_value(json_object_get(e, "task"));
     int repeat = (int)json_integer_value(json_object_get(e, "repeat"));
     ec_episode_req rq = {
@@ -155,6 +166,7 @@ static void *ec_run_worker(void *arg) {
         .max_steps = (int)json_integer_value(json_object_get(r->cfg, "max_steps")),
         .reward = json_string_value(json_object_get(r->cfg, "reward")),
         .held_out = json_is_true(json_object_get(r->cfg, "held_out")),
+        .admin_token = r->admin_token,
         .timeout_s = r->timeout_s,
     };
     json_t *res = ec_agent_episode(c, agent, &rq);
@@ -252,10 +264,12 @@ int ec_run_main(int argc, char **argv) {
                                        {"tasks", required_argument, 0, 'T'},
                                        {"backends", required_argument, 0, 'b'},
                                        {"timeout", required_argument, 0, 'o'},
+                                       {"admin-token-file", required_argument, 0, 'A'},
                                        {"verbose", no_argument, 0, 'v'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  const char *config = NULL, *resume = NULL, *runs_dir = "runs";
+  const char *config = NULL, *resume = NULL, *runs_dir = "runs", *token_file = NULL;
+  char *token = NULL;
   int jobs = 0, c, timeout_s = 900;
   ec_opts o = {0};
   optind = 1;
@@ -285,6 +299,9 @@ int ec_run_main(int argc, char **argv) {
       case 'o':
         timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
         break;
+      case 'A':
+        token_file = optarg;
+        break;
       case 'v':
         o.verbose = 1;
         break;
@@ -292,6 +309,7 @@ int ec_run_main(int argc, char **argv) {
         printf(
             "usage: envctl run --config FILE [--runs-dir DIR] [--jobs N] [--server URL]\n"
             "       envctl run --resume RUN  [--runs-dir DIR] [--jobs N] [--server URL]\n"
+            "       (held_out: true with --server: --admin-token-file PATH or KA_ADMIN_TOKEN)\n"
             "Runs every selected task x repeat of the config as an agent episode into\n"
             "DIR/<RUN>/ (default runs/); --resume finishes an interrupted run (RUN: its id or\n"
             "folder) without repeating finished episodes. See docs/agents.md.\n");
@@ -396,6 +414,14 @@ int ec_run_main(int argc, char **argv) {
     }
     url = emb.url;
   }
+  if (json_is_true(json_object_get(cfg, "held_out"))) {
+    /* embedded: the token envctl wrote into the server's private state folder */
+    char tp[PATH_MAX];
+    snprintf(tp, sizeof tp, "%s/admin.token", emb.state);
+    token = ec_admin_token_load(o.server ? token_file : tp, err, sizeof err);
+    if (!token)
+      fprintf(stderr, "envctl run: held-out scoring: %s; held_out records the error\n", err);
+  }
   ka_client *cl;
   if (ka_client_open(url, &cl, err, sizeof err)) {
     fprintf(stderr, "envctl run: %s\n", err);
@@ -470,14 +496,22 @@ int ec_run_main(int argc, char **argv) {
       }
     }
   }
+  /* asked even when not needed: every connection completes a request before it closes
+   * (see ec_run_worker), and on resume nothing else has been asked yet */
+  int executors = ec_server_executors(cl);
   if (jobs < 1)
     jobs = json_is_integer(json_object_get(cfg, "parallel"))
                ? (int)json_integer_value(json_object_get(cfg, "parallel"))
-               : ec_server_executors(cl);
+               : executors;
   if (jobs < 1) jobs = 1;
   ka_client_close(cl);
 
-  ec_run r = {.dir = absdir, .url = url, .cfg = cfg, .tty = isatty(2), .timeout_s = timeout_s};
+  ec_run r = {.dir = absdir,
+              .url = url,
+              .cfg = cfg,
+              .tty = isatty(2),
+              .timeout_s = timeout_s,
+              .admin_token = token};
   pthread_mutex_init(&r.mu, NULL);
   /* resume: keep the finished episodes, run the rest */
   json_t *todo = json_array();
@@ -525,6 +559,8 @@ int ec_run_main(int argc, char **argv) {
   rc = ec_agent_interrupted ? 130 : 0;
 out:
   if (!o.server) ec_embedded_stop(&emb, 0);
+  if (token) memset(token, 0, strlen(token));
+  free(token);
   json_decref(cfg);
   return rc;
 }

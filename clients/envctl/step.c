@@ -80,7 +80,7 @@ int ec_step_target_load(const char *ws, const char *server, const char *episode,
   return KA_OK;
 }
 
-static json_t *ec_case_json(const Kernelarena__V1__CaseResult *c) {
+json_t *ec_case_json(const Kernelarena__V1__CaseResult *c) {
   return json_pack("{s:s, s:b, s:o, s:o, s:I, s:I, s:o, s:o, s:o, s:s}", "name",
                    c->name ? c->name : "", "correct", c->correct, "max_abs_err",
                    ec_json_num(c->max_abs_err), "max_rel_err", ec_json_num(c->max_rel_err),
@@ -191,6 +191,37 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
   }
   ka_client *c;
   if ((rc = ka_client_open(t->server, &c, err, errlen))) goto out;
+  /* the episode's real step count, from State; servers (or proxies) without State get
+   * the state file's count, corrected once from the refusal message below */
+  int have_state = 0;
+  {
+    Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+    Kernelarena__V1__StateRequest sr = KERNELARENA__V1__STATE_REQUEST__INIT;
+    sr.episode_id = t->episode;
+    req.body_case = KERNELARENA__V1__REQUEST__BODY_STATE;
+    req.state = &sr;
+    Kernelarena__V1__Response *r;
+    if ((rc = ka_client_call(c, &req, 30000, &r, err, errlen))) {
+      ka_client_close(c);
+      goto out;
+    }
+    if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE) {
+      have_state = 1;
+      t->step = r->state->step;
+      if (r->state->closed)
+        rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: episode %s is closed (%s)",
+                       t->episode, r->state->close_reason ? r->state->close_reason : "closed");
+    } else if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+               r->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND) {
+      rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: NOT_FOUND: %s",
+                     r->error->message ? r->error->message : "unknown episode");
+    }
+    ka_client_free_response(r);
+    if (rc) {
+      ka_client_close(c);
+      goto out;
+    }
+  }
   for (int attempt = 0; attempt < 2; attempt++) {
     Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
     Kernelarena__V1__StepRequest st = KERNELARENA__V1__STEP_REQUEST__INIT;
@@ -214,7 +245,7 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
                         ? r->error->message
                         : "";
     const char *p = strstr(m, " has taken ");
-    if (attempt == 0 && r->error &&
+    if (attempt == 0 && !have_state && r->error &&
         r->error->code == KERNELARENA__V1__ERROR_CODE__FAILED_PRECONDITION && p &&
         sscanf(p, " has taken %d", &taken) == 1 && taken != t->step) {
       t->step = taken; /* the state file was behind: retry once with the server's count */

@@ -17,7 +17,7 @@ say "date: $(date -u +%Y-%m-%dT%H:%M:%SZ); python: $($PY --version 2>&1)"
 # A venv that sees the system packages (protobuf 7.36 is there) plus the carried wheels.
 VENV=$(mktemp -d /tmp/ka-pyvenv-XXXXXX)
 $PY -m venv --system-site-packages "$VENV" >>"$LOG" 2>&1
-"$VENV/bin/python" -m pip install --quiet --no-index --find-links .whl pynng gymnasium numpy \
+"$VENV/bin/python" -m pip install --quiet --no-index --find-links .whl protobuf pynng gymnasium numpy \
   >>"$LOG" 2>&1 || say "pip install from .whl failed (see log)"
 "$VENV/bin/python" -c "import google.protobuf as p, pynng, gymnasium; print('protobuf', p.__version__, 'gymnasium', gymnasium.__version__)" 2>&1 | tee -a "$LOG"
 

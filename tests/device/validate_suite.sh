@@ -19,7 +19,9 @@ REPORT=$OUT/validate-report.txt
 start=$(date +%s)
 if [ -z "${TASKS:-}" ]; then
   TASKS=$(for y in tasks/hip2hip/*/task.yaml tasks/cuda2cuda/*/task.yaml; do
-    [ -f "$y" ] && basename "$(dirname "$(dirname "$y")")"/"$(basename "$(dirname "$y")")"
+    [ -f "$y" ] || continue
+    d=${y%/task.yaml}
+    echo "${d#tasks/}"
   done)
 fi
 {
