@@ -33,3 +33,9 @@ add_test(NAME python_client
          COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_client_test.py
                  ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR})
 set_tests_properties(python_client PROPERTIES TIMEOUT 400)
+
+# examples/grpo_step.py (the shape of one GRPO step) against a real server, host backend.
+add_test(NAME python_grpo_example
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/python_grpo_example.sh ${CMAKE_BINARY_DIR}/bin
+                 ${CMAKE_SOURCE_DIR} ${KA_PYTHON_TEST})
+set_tests_properties(python_grpo_example PROPERTIES TIMEOUT 400)
