@@ -296,7 +296,7 @@ static void gx_usage(FILE *f) {
           "  --tasks DIR      task folder, the same tasks as the server (default ./tasks)\n"
           "  --backends LIST  comma-separated: host,cuda,hip or auto (default auto: every\n"
           "                   backend that finds a device)\n"
-          "  --cache DIR      compiled references (default $TMPDIR/kernelarena-cache)\n"
+          "  --cache DIR      compiled references (default $TMPDIR/kernelarena-cache-<uid>)\n"
           "  --heartbeat-interval S  seconds between heartbeats while a job runs (default\n"
           "                   3; keep it well below the server's --heartbeat-timeout;\n"
           "                   0: none, the server then waits 2 x (timeout + 30 s))\n"

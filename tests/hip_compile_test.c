@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "ka_check.h"
 #include "ka_common.h"
 #include "task.h"
 
@@ -26,23 +27,6 @@ const ka_backend_ops *ka_backend_host(void) {
   return NULL;
 }
 
-static int nfail, npass;
-
-static void check(int ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check(int ok, const char *name, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s %s: ", ok ? "ok  " : "FAIL", name);
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok)
-    npass++;
-  else
-    nfail++;
-}
 
 /* Compiles one source (plus optional headers) compile-only for arch; returns the rc,
  * *log (caller frees) and err. Checks that *out stays NULL. */
@@ -344,6 +328,6 @@ int main(int argc, char **argv) {
   check_errors(be, arch);
   check_hip_subset(be, arch);
 
-  printf("%d passed, %d failed\n", npass, nfail);
-  return nfail ? 1 : 0;
+  printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
+  return ka_check_fail ? 1 : 0;
 }

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "ka_check.h"
 #include "ka_common.h"
 #include "kernelarena.pb-c.h"
 #include "task.h"
@@ -39,23 +40,6 @@ const ka_backend_ops *ka_backend_host(void) {
   return NULL;
 }
 
-static int nfail, npass;
-
-static void check(int ok, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check(int ok, const char *name, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  printf("%s %s: ", ok ? "ok  " : "FAIL", name);
-  vprintf(fmt, ap);
-  printf("\n");
-  va_end(ap);
-  fflush(stdout);
-  if (ok)
-    npass++;
-  else
-    nfail++;
-}
 
 /* Runs argv with stdout into *out (bytes, NUL-terminated; out->len excludes the NUL)
  * and stderr into *errs (malloc'd; caller frees both), killing it after timeout_s. Returns the exit
@@ -321,6 +305,6 @@ int main(int argc, char **argv) {
     }
     ka_rmtree(work);
   }
-  printf("%d passed, %d failed\n", npass, nfail);
-  return nfail ? 1 : 0;
+  printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
+  return ka_check_fail ? 1 : 0;
 }

@@ -1280,6 +1280,7 @@ int ec_agent_main(int argc, char **argv) {
             "                    [--out DIR] [--seed S] [--max-steps N] [--reward last|best]\n"
             "                    [--held-out [--admin-token-file PATH]]\n"
             "                    [--server URL] [--tasks DIR] [--backends LIST]\n"
+            "                    [--timeout S] [--verbose]\n"
             "Runs one episode with a coding-agent adapter (claude_code, codex, cursor, command,\n"
             "replay) and writes DIR/episode.json, the transcript and every step's files.\n"
             "See docs/agents.md.\n");
