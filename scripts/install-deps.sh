@@ -12,7 +12,7 @@ protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev libsecc
 # of envctl report in its test (tests/report_render.sh)
 PKGS="$PKGS libgsl-dev chromium"
 # clang (libFuzzer) for the fuzz targets in fuzz/ (scripts/test.sh builds them in build-fuzz)
-PKGS="$PKGS clang"
+PKGS="$PKGS clang libclang-rt-14-dev"
 # ROCm 5.2 (Debian 12) for the hip backend module (docs/backend-hip.md): the HIP and
 # rocm-smi headers it builds against, and the HIP runtime, hiprtc (in libamdhip64-5),
 # its built-in headers, comgr and the device libraries for the compile-only test.

@@ -29,7 +29,7 @@ jcheck() {
 }
 
 if ! "$VENV/bin/python" -c "import mcp" 2>/dev/null; then
-  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q mcp
+  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q 'mcp==2.3.0'
   if ! "$VENV/bin/python" -c "import mcp"; then
     echo "FAIL - the mcp Python SDK could not be installed into $VENV"
     exit 1

@@ -14,12 +14,14 @@ cleanup() {
   wait 2>/dev/null
   rm -rf "$WORK"
 }
+SRV=""
+GX=""
+trap cleanup EXIT
 "$BIN/envserver" --state "$STATE" --tasks "$SRC/tasks" >"$WORK/server.log" 2>&1 &
 SRV=$!
 "$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$SRC/tasks" --backends host \
   >"$WORK/gpuexec.log" 2>&1 &
 GX=$!
-trap cleanup EXIT
 fail=0
 "$PY" "$SRC/examples/grpo_step.py" --url "ipc://$STATE/env.ipc" --task host/gelu -n 4 --seed 3 \
   --timeout 600 >"$WORK/out.txt" 2>&1

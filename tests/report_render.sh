@@ -18,7 +18,8 @@ CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$CHROMIUM" ] || fail "chromium not found (scripts/install-deps.sh installs it)"
 
 shot() { # HTML PNG
-  HOME=$T/home "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+  HOME=$T/home timeout 90 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars \
+    --disable-dev-shm-usage \
     --force-color-profile=srgb --user-data-dir="$T/profile" --window-size=1000,2600 \
     --screenshot="$2" "file://$1" >"$T/chromium.log" 2>&1 || {
     cat "$T/chromium.log" >&2

@@ -505,7 +505,14 @@ static void phase2(const char *bin, const char *tasks) {
   printf("phase 2: queue capacity: a second job is refused while one is queued\n");
   uint64_t rid;
   send_step(a, epa, 0, "gelu.c", v1, 0, &rid);
-  nng_msleep(100);
+  /* wait until the server has queued a's job (a slow machine may take a while) */
+  for (int i = 0; i < 100; i++) {
+    r = do_health(b);
+    int queued = r->health ? r->health->queued_jobs : 0;
+    free_resp(r);
+    if (queued >= 1) break;
+    nng_msleep(50);
+  }
   r = do_step(b, epb, 0, "gelu.c", v1, strlen(v1));
   EXPECT_ERROR(r, CAPACITY);
   CHECK(r->error->retryable, "retryable");
