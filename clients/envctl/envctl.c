@@ -208,6 +208,24 @@ void ec_embedded_stop(ec_embedded *emb, int keep) {
   if (!keep && emb->state[0]) ka_rmtree(emb->state);
 }
 
+/* One line of the task table (the header when id is NULL); lists are joined with commas. */
+static void ec_task_row(const char *id, const char *type, const char *lang, const char *mode,
+                        char *const *backends, size_t nbackends, char *const *tags, size_t ntags,
+                        int shown, int held) {
+  if (!id) {
+    printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
+           "CASES", "TAGS");
+    return;
+  }
+  char be[64] = "", tg[256] = "", cases[32];
+  for (size_t b = 0; b < nbackends; b++)
+    snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", b ? "," : "", backends[b]);
+  for (size_t g = 0; g < ntags; g++)
+    snprintf(tg + strlen(tg), sizeof tg - strlen(tg), "%s%s", g ? "," : "", tags[g]);
+  snprintf(cases, sizeof cases, "%d+%d", shown, held);
+  printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", id, type, lang, mode, be, cases, tg);
+}
+
 static int ec_tasks_local(const char *dir) {
   char err[1024];
   ka_registry *r;
@@ -215,18 +233,11 @@ static int ec_tasks_local(const char *dir) {
     fprintf(stderr, "envctl: %s\n", err);
     return 1;
   }
-  printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
-         "CASES", "TAGS");
+  ec_task_row(NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0);
   for (int i = 0; i < r->ntasks; i++) {
     const ka_task *t = r->tasks[i];
-    char be[64] = "", tags[256] = "", cases[32];
-    for (int b = 0; b < t->nbackends; b++)
-      snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", b ? "," : "", t->backends[b]);
-    for (int g = 0; g < t->ntags; g++)
-      snprintf(tags + strlen(tags), sizeof tags - strlen(tags), "%s%s", g ? "," : "", t->tags[g]);
-    snprintf(cases, sizeof cases, "%d+%d", t->ncases, t->nheld);
-    printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", t->id, t->type, t->language, t->mode, be,
-           cases, tags);
+    ec_task_row(t->id, t->type, t->language, t->mode, t->backends, (size_t)t->nbackends, t->tags,
+                (size_t)t->ntags, t->ncases, t->nheld);
   }
   ka_registry_free(r);
   return 0;
@@ -248,18 +259,11 @@ static int ec_tasks_remote(ka_client *c, int timeout_ms) {
     ka_client_free_response(r);
     return 1;
   }
-  printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", "TASK", "TYPE", "LANG", "MODE", "BACKENDS",
-         "CASES", "TAGS");
+  ec_task_row(NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0);
   for (size_t i = 0; i < r->list_tasks->n_tasks; i++) {
     Kernelarena__V1__TaskInfo *t = r->list_tasks->tasks[i];
-    char be[64] = "", tags[256] = "", cases[32];
-    for (size_t b = 0; b < t->n_backends; b++)
-      snprintf(be + strlen(be), sizeof be - strlen(be), "%s%s", b ? "," : "", t->backends[b]);
-    for (size_t g = 0; g < t->n_tags; g++)
-      snprintf(tags + strlen(tags), sizeof tags - strlen(tags), "%s%s", g ? "," : "", t->tags[g]);
-    snprintf(cases, sizeof cases, "%d+%d", t->shown_cases, t->held_out_cases);
-    printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", t->id, t->type, t->language, t->mode, be,
-           cases, tags);
+    ec_task_row(t->id, t->type, t->language, t->mode, t->backends, t->n_backends, t->tags,
+                t->n_tags, t->shown_cases, t->held_out_cases);
   }
   ka_client_free_response(r);
   return 0;
