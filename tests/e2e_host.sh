@@ -118,5 +118,19 @@ if ! "$BIN/gpuexec" --backends cuda --server "ipc://$WORK/none.ipc" --tasks "$WO
   check "the error names the host tasks" grep -q "host/gelu" "$WORK/gpu.out"
 fi
 
+# 6. Numbers out of range are refused before anything starts (no silent wrap-around), and
+# the server saw no new episode.
+n_before=$(sqlite3 "$STATE/trace.db" "select count(*) from episodes")
+for bad in "--max-steps 4294967297" "--agent-timeout 4294967296" "--seed -1" \
+  "--seed 99999999999999999999999"; do
+  # shellcheck disable=SC2086
+  "$BIN/envctl" episode --server "$URL" --task host/gelu $bad >"$WORK/bad.out" 2>&1
+  rc=$?
+  check "envctl episode $bad: exit 2 with a reason" sh -c \
+    "[ $rc -eq 2 ] && grep -q 'needs a' '$WORK/bad.out'"
+done
+check "no episode recorded for refused arguments" \
+  [ "$(sqlite3 "$STATE/trace.db" "select count(*) from episodes")" = "$n_before" ]
+
 [ $fail -eq 0 ] && echo "e2e_host: all checks passed"
 exit $fail

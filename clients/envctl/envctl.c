@@ -40,7 +40,8 @@ static void ec_usage(FILE *f) {
           "  mcp                   MCP server (stdio) with the tools evaluate, last_result\n"
           "  run --config FILE     agent episodes of a run config (--resume RUN; --help)\n"
           "  compare RUN_A RUN_B   paired comparison of two runs, with a verdict (--help)\n"
-          "  report RUN... -o F    self-contained HTML report of runs (--help)\n"          "options:\n"
+          "  report RUN... -o F    self-contained HTML report of runs (--help)\n"
+          "options:\n"
           "  --server URL          a running envserver (default: start one for this command)\n"
           "  --tasks DIR           task folder (default ./tasks, else the source tree's)\n"
           "  --backends LIST       backends of the embedded executor (default auto)\n"
@@ -122,11 +123,11 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
     if (ka_write_file(tok_path, tok, strlen(tok)) == KA_OK) chmod(tok_path, 0600);
   }
   if (rf) fclose(rf);
-  char *sargv[] = {srv,        "--listen",    emb->url,         "--exec-listen",
-                   exec_url,   "--tasks",     (char *)o->tasks, "--state",
-                   emb->state, "--max-steps", "1000",
-                   tok[0] ? "--admin-token-file" : NULL,        tok_path,
-                   NULL};
+  char *sargv[] = {
+      srv,        "--listen",    emb->url,         "--exec-listen",
+      exec_url,   "--tasks",     (char *)o->tasks, "--state",
+      emb->state, "--max-steps", "1000",           tok[0] ? "--admin-token-file" : NULL,
+      tok_path,   NULL};
   emb->server_pid = ec_spawn(sargv, !o->verbose);
   char *gargv[] = {gx,
                    "--server",
@@ -357,12 +358,14 @@ int main(int argc, char **argv) {
       case 'n':
       case 'o':
       case 'A': {
+        errno = 0;
         long v = strtol(optarg, &end, 10);
-        if (*end || v < 1) {
-          fprintf(stderr, "envctl: --%s needs a positive integer\n",
+        if (end == optarg || *end || errno == ERANGE || v < 1 || v > INT_MAX) {
+          fprintf(stderr, "envctl: --%s needs a positive integer (at most %d)\n",
                   c == 'n'   ? "max-steps"
                   : c == 'o' ? "timeout"
-                             : "agent-timeout");
+                             : "agent-timeout",
+                  INT_MAX);
           return 2;
         }
         if (c == 'n')
@@ -374,9 +377,10 @@ int main(int argc, char **argv) {
         break;
       }
       case 'S':
+        errno = 0;
         o.seed = strtoull(optarg, &end, 0);
-        if (*end) {
-          fprintf(stderr, "envctl: --seed needs an integer\n");
+        if (end == optarg || *end || errno == ERANGE || strchr(optarg, '-')) {
+          fprintf(stderr, "envctl: --seed needs an integer from 0 to 2^64-1\n");
           return 2;
         }
         o.has_seed = 1;
