@@ -1,7 +1,8 @@
 /* The reward: the AgentKernelArena score and its components.
  *
  *   COMPILE_ERROR                      -> 0
- *   INCORRECT, RUNTIME_ERROR, TIMEOUT  -> 20
+ *   INCORRECT, RUNTIME_ERROR, TIMEOUT,
+ *   OOM                                -> 20
  *   OK                                 -> 120 + 100 x geomean_speedup
  *   FLAGGED                            -> 0 (measurement fault or integrity violation:
  *                                        never rewarded; docs/integrity.md)
@@ -40,6 +41,7 @@ int es_reward_compute(const es_pb_result *r, es_reward *out) {
     case KERNELARENA__V1__STATUS__INCORRECT:
     case KERNELARENA__V1__STATUS__RUNTIME_ERROR:
     case KERNELARENA__V1__STATUS__TIMEOUT:
+    case KERNELARENA__V1__STATUS__OOM:
       compiled = 1, correct = 0, out->reward = 20.0;
       break;
     case KERNELARENA__V1__STATUS__OK:

@@ -443,7 +443,7 @@ static void wk_sandbox_verdict(const ka_sandbox_report *r, Kernelarena__V1__Resu
 static int wk_result_valid(const Kernelarena__V1__RunnerResult *rr, int ncases, char *err,
                            size_t errlen) {
   if (rr->status <= KERNELARENA__V1__STATUS__STATUS_UNSPECIFIED ||
-      rr->status > KERNELARENA__V1__STATUS__FLAGGED)
+      rr->status > KERNELARENA__V1__STATUS__OOM)
     return !ka_seterr(err, errlen, KA_EINVAL, "unknown status %d", (int)rr->status);
   if (rr->status != KERNELARENA__V1__STATUS__OK) return 1;
   if ((int)rr->n_cases != ncases)

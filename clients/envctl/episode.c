@@ -152,6 +152,7 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
   if (o->status == KERNELARENA__V1__STATUS__COMPILE_ERROR)
     ec_print_log("compiler log", o->compile_log, 30);
   if (o->status == KERNELARENA__V1__STATUS__RUNTIME_ERROR ||
+      o->status == KERNELARENA__V1__STATUS__OOM ||
       o->status == KERNELARENA__V1__STATUS__TIMEOUT)
     ec_print_log("runtime log", o->runtime_log, 20);
   if (o->telemetry && o->telemetry->valid)

@@ -57,7 +57,7 @@ grep -i 'forbidden system call\|sandbox:' "$OUT/sandbox_episode.txt" | head -5 |
 echo
 echo "step  submission          expected        got"
 i=1
-for pair in "baseline:OK" "include_passwd:COMPILE_ERROR" "oom_scratch:RUNTIME_ERROR" \
+for pair in "baseline:OK" "include_passwd:COMPILE_ERROR" "oom_scratch:OOM" \
   "oob:RUNTIME_ERROR" "hang:TIMEOUT" "baseline:OK"; do
   name=${pair%%:*}
   want=${pair#*:}
