@@ -286,6 +286,7 @@ typedef struct es_episode {
   int steps; /* steps taken (counted) */
   int closed;
   const char *close_reason; /* "closed" or "idle_ttl" once closed (static string) */
+  int close_recorded;       /* the trace store has the close: evicted once idle */
   double created_at;        /* Unix seconds */
   double last_active;       /* ka_now_s() of the last request that used it */
   char *workspace;          /* absolute path */
@@ -359,6 +360,10 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
  * an Error for INFRA_ERROR) for its waiter. Consumes job. */
 void es_eval_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
                     nng_msg **reply, void **waiter_out);
+/* After the trace store recorded the close of episode id (mtx held): marks it so, and
+ * evicts it from the table unless a step is in flight (then when that step ends). Closed
+ * episodes are then served from the trace store (State, Step's error, Close, Cancel). */
+void es_ep_close_recorded(es_server *s, const char *id);
 
 /* Handles State (takes mtx itself). */
 void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,

@@ -71,6 +71,39 @@ static void ep_free(es_episode *ep) {
   free(ep);
 }
 
+/* Removes a closed episode whose close the trace store has recorded and that has no step in
+ * flight from the table, and frees it (mtx held).
+ * Closed episodes live on in the trace store only: State, Step and Close of one find
+ * it there (ep_stored), so the table holds open episodes and the server's memory does not
+ * grow with every episode it has served. */
+static void ep_evict(es_server *s, es_episode *ep) {
+  if (!ep || !ep->closed || !ep->close_recorded || ep->inflight) return;
+  es_episode **pp = &s->ep_buckets[ep_hash(ep->id) % s->ep_nbuckets];
+  while (*pp && *pp != ep) pp = &(*pp)->hnext;
+  if (!*pp) return;
+  *pp = ep->hnext;
+  s->nepisodes--;
+  ep_free(ep);
+}
+
+/* An episode that is not in the table (closed and evicted, or recorded by an earlier run
+ * of the server) read from the trace store (mtx held: a primary-key lookup). Returns the
+ * record in arena memory, or NULL when the store has no such episode or cannot be read. */
+static Kernelarena__V1__EpisodeRecord *ep_stored(es_server *s, es_arena *a, const char *id) {
+  Kernelarena__V1__EpisodeRecord *rec = NULL;
+  char err[400];
+  if (!id || !*id || !s->store) return NULL;
+  if (es_store_get_episode(s->store, id, 0, 1, a, &rec, err, sizeof err) != KA_OK) return NULL;
+  return rec;
+}
+
+/* The close reason of a stored episode: its recorded one, or (never closed in the store:
+ * the server that ran it stopped first) "not open on this server". */
+static const char *ep_stored_reason(const Kernelarena__V1__EpisodeRecord *rec) {
+  return rec->close_reason && *rec->close_reason && rec->closed_at > 0 ? rec->close_reason
+                                                                       : "not open on this server";
+}
+
 void es_ep_table_free(es_server *s) {
   for (size_t i = 0; i < s->ep_nbuckets; i++) {
     es_episode *e = s->ep_buckets[i];
@@ -459,6 +492,12 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
   *job_out = NULL;
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) {
+    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
+    if (rec) {
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__FAILED_PRECONDITION, 0,
+                     "episode %s is closed (%s)", rec->id, ep_stored_reason(rec));
+      return KA_ESTATE;
+    }
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
                    ep_quote(a, rq->episode_id));
     return KA_ENOENT;
@@ -554,6 +593,7 @@ void *es_ep_step_abort(es_server *s, es_job *job) {
   if (ep && ep->inflight == job) {
     ep->inflight = NULL;
     ep->last_active = ka_now_s();
+    ep_evict(s, ep); /* closed while the step was in flight */
   }
   es_job_free(job);
   return waiter;
@@ -667,9 +707,12 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
     *reply = es_encode(&resp.base);
     *waiter_out = waiter;
   }
+  char epid[64];
+  snprintf(epid, sizeof epid, "%s", ep->id);
+  ep_evict(s, ep); /* closed while the step was in flight */
   pthread_mutex_unlock(&s->mtx);
   if (counted)
-    es_log(s, "episode %s step %d: status %d reward %.3f", ep->id, job->step, (int)result->status,
+    es_log(s, "episode %s step %d: status %d reward %.3f", epid, job->step, (int)result->status,
            rw.reward);
   es_arena_free(&a);
   es_reward_free(&rw);
@@ -683,9 +726,18 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   pthread_mutex_lock(&s->mtx);
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) {
+    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
     pthread_mutex_unlock(&s->mtx);
-    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                   ep_quote(a, rq->episode_id));
+    if (!rec) {
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
+                     ep_quote(a, rq->episode_id));
+      return;
+    }
+    Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
+    kernelarena__v1__close_response__init(cr);
+    cr->was_open = 0; /* closed (and evicted) before: idempotent */
+    resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CLOSE;
+    resp->close = cr;
     return;
   }
   int was_open = !ep->closed;
@@ -700,8 +752,13 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   pthread_mutex_unlock(&s->mtx);
   if (was_open) {
     char err[400];
-    if (es_store_close_episode(s->store, id, ka_wall_s(), "closed", err, sizeof err))
+    if (es_store_close_episode(s->store, id, ka_wall_s(), "closed", err, sizeof err)) {
       es_log(s, "close %s: %s", id, err);
+    } else {
+      pthread_mutex_lock(&s->mtx);
+      es_ep_close_recorded(s, id);
+      pthread_mutex_unlock(&s->mtx);
+    }
   }
   Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
   kernelarena__v1__close_response__init(cr);
@@ -717,9 +774,29 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
   pthread_mutex_lock(&s->mtx);
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) {
+    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
     pthread_mutex_unlock(&s->mtx);
-    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                   ep_quote(a, rq->episode_id));
+    if (!rec) {
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
+                     ep_quote(a, rq->episode_id));
+      return;
+    }
+    /* closed and evicted: what the trace store recorded */
+    Kernelarena__V1__StateResponse *sr = es_arena_alloc(a, sizeof *sr);
+    kernelarena__v1__state_response__init(sr);
+    sr->episode_id = rec->id;
+    sr->task_id = rec->task_id;
+    sr->task_version = rec->task_version;
+    sr->seed = rec->seed;
+    sr->step = rec->steps;
+    sr->max_steps = rec->max_steps;
+    sr->closed = 1;
+    sr->close_reason = es_arena_strdup(a, ep_stored_reason(rec));
+    sr->run_id = rec->run_id;
+    sr->idle_s = rec->closed_at > 0 ? ka_wall_s() - rec->closed_at : 0;
+    sr->expires_in_s = -1;
+    resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
+    resp->state = sr;
     return;
   }
   double now = ka_now_s();
@@ -750,7 +827,7 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
                    es_pb_response *resp) {
   es_episode *ep = es_ep_find(s, rq->episode_id);
-  if (!ep) {
+  if (!ep && !ep_stored(s, a, rq->episode_id)) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
                    ep_quote(a, rq->episode_id));
     return NULL;
@@ -759,6 +836,7 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   kernelarena__v1__cancel_response__init(cr);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
   resp->cancel = cr;
+  if (!ep) return NULL; /* closed and evicted: nothing in flight */
   es_job *job = ep->inflight;
   if (!job || job->state == ES_JOB_COMPLETING) return NULL; /* nothing, or too late */
   if (job->state == ES_JOB_QUEUED)
@@ -768,6 +846,13 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   cr->cancelled = 1;
   cr->step = job->step;
   return es_ep_step_abort(s, job);
+}
+
+void es_ep_close_recorded(es_server *s, const char *id) {
+  es_episode *ep = es_ep_find(s, id);
+  if (!ep || !ep->closed) return;
+  ep->close_recorded = 1;
+  ep_evict(s, ep); /* unless a step is in flight: then when it ends */
 }
 
 char **es_ep_reap_idle(es_server *s, double now, int *n) {

@@ -559,6 +559,7 @@ static void srv_health(es_server *s, es_arena *a, es_pb_response *resp) {
   h->queued_jobs = s->jobs.nqueued;
   h->running_jobs = s->jobs.nrunning;
   h->open_episodes = s->nopen;
+  h->episodes_in_memory = s->nepisodes;
   h->uptime_s = now - s->started;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_HEALTH;
@@ -1023,14 +1024,20 @@ static void *srv_timer_main(void *arg) {
         double wall = ka_wall_s();
         for (int i = 0; i < nreaped; i++) {
           char err[400];
-          if (es_store_close_episode(s->store, reaped[i], wall, "idle_ttl", err, sizeof err))
+          if (es_store_close_episode(s->store, reaped[i], wall, "idle_ttl", err, sizeof err)) {
             es_log(s, "reaper %s: %s", reaped[i], err);
-          else
+            free(reaped[i]);
+            reaped[i] = NULL; /* not recorded: stays in the table */
+          } else {
             es_log(s, "episode %s idle past the TTL: closed (idle_ttl)", reaped[i]);
+          }
+        }
+        pthread_mutex_lock(&s->mtx);
+        for (int i = 0; i < nreaped; i++) {
+          if (reaped[i]) es_ep_close_recorded(s, reaped[i]);
           free(reaped[i]);
         }
         free(reaped);
-        pthread_mutex_lock(&s->mtx);
       }
     }
     if (out.n) {

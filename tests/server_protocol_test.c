@@ -740,6 +740,13 @@ static void phase2(const char *bin, const char *tasks) {
   free_resp(r);
   r = do_health(b);
   CHECK(r->health->open_episodes == 0, "open %d after reaping", r->health->open_episodes);
+  /* reaped episodes are recorded closed in the trace store and leave the server's memory */
+  CHECK(r->health->episodes_in_memory == 0, "%d episodes still in memory after reaping",
+        r->health->episodes_in_memory);
+  free_resp(r);
+  r = do_cancel(b, epb);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && !r->cancel->cancelled,
+        "cancel of a reaped episode: nothing to cancel");
   free_resp(r);
   r = do_get(b, epa);
   CHECK(!strcmp(r->get_episode->episode->close_reason, "idle_ttl") &&
@@ -1134,6 +1141,7 @@ int main(int argc, char **argv) {
   free_resp(r);
 
   printf("close\n");
+  int steps_before_close = state_step(a, ep, NULL);
   r = do_close(a, ep);
   CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CLOSE && r->close->was_open, "close");
   free_resp(r);
@@ -1143,12 +1151,30 @@ int main(int argc, char **argv) {
   free_resp(r);
   r = do_step(a, ep, 2, "gelu.c", v1, strlen(v1));
   EXPECT_ERROR(r, FAILED_PRECONDITION);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+            strstr(r->error->message, "is closed (closed)"),
+        "step of a closed episode names why: %s",
+        r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? r->error->message : "?");
+  free_resp(r);
+  /* the closed episode left the server's memory; State reads it from the trace store */
+  r = do_state(a, ep);
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && r->state->closed &&
+            !strcmp(r->state->close_reason, "closed") &&
+            r->state->step == steps_before_close && steps_before_close >= 1 &&
+            r->state->n_files == 0 && r->state->expires_in_s == -1 &&
+            !strcmp(r->state->task_id, "host/gelu"),
+        "state of a closed episode from the store");
   free_resp(r);
   r = do_close(a, "ep-ffffffffffffffff");
   EXPECT_ERROR(r, NOT_FOUND);
   free_resp(r);
+  r = do_state(a, "ep-ffffffffffffffff");
+  EXPECT_ERROR(r, NOT_FOUND);
+  free_resp(r);
   r = do_health(b);
   CHECK(r->health->open_episodes == 1, "open episodes %d", r->health->open_episodes);
+  CHECK(r->health->episodes_in_memory == 1, "episodes in memory %d (the closed one not evicted)",
+        r->health->episodes_in_memory);
   free_resp(r);
 
   printf("executor protocol refusals\n");
