@@ -129,7 +129,8 @@ struct es_worker;
 typedef struct es_job {
   char *id; /* episode_id "/" step, or "eval-" 16 hex for an Evaluate */
   const ka_task *task;
-  struct es_episode *ep; /* NULL for an Evaluate */
+  struct es_episode *ep; /* NULL for an Evaluate; the episode is not evicted while its
+                            inflight is this job (episode.c) */
   int step;              /* 1-based number of the step this job evaluates (0: Evaluate) */
   int include_held_out;  /* Evaluate with a valid admin token only */
   int attempts;          /* times dispatched to a worker */
@@ -360,6 +361,16 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
  * an Error for INFRA_ERROR) for its waiter. Consumes job. */
 void es_eval_finish(es_server *s, es_job *job, const es_pb_result *result, const char *worker_id,
                     nng_msg **reply, void **waiter_out);
+/* What a request asks of an episode that is not in the table. */
+typedef enum es_ep_ask { ES_ASK_STATE, ES_ASK_CLOSE, ES_ASK_CANCEL, ES_ASK_STEP } es_ep_ask;
+/* Answers a request about episode id after es_ep_find found nothing (mtx NOT held: this
+ * reads the trace store, which has its own lock): NOT_FOUND when the store has no such
+ * episode; INTERNAL (retryable) when it cannot be read; else as for a closed episode:
+ * State from the record (closed, its close reason, steps, seed, task, run), Close
+ * was_open = false (recording the close of an earlier run's episode that has none),
+ * Cancel cancelled = false, Step FAILED_PRECONDITION. Replies in arena memory. */
+void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *a,
+                         es_pb_response *resp);
 /* After the trace store recorded the close of episode id (mtx held): marks it so, and
  * evicts it from the table unless a step is in flight (then when that step ends). Closed
  * episodes are then served from the trace store (State, Step's error, Close, Cancel). */

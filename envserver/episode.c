@@ -7,9 +7,11 @@
  * task.yaml). A step's files reach the workspace only when the step is counted, so a
  * refused, failed (INFRA_ERROR) or abandoned step leaves the workspace as it was.
  *
- * Episodes are never freed while the server runs (a closed episode keeps its id, state
- * and step count but drops its files), so a job or a parked context may point at one
- * without reference counting. */
+ * The table holds open episodes, and closed ones until the trace store has recorded the
+ * close and no step is in flight; then they are freed (ep_evict) and the trace store
+ * answers for them (es_ep_answer_stored). A job points at its episode without reference
+ * counting: an episode with ep->inflight set is never evicted, and every path that ends a
+ * job (es_ep_step_finish, es_ep_step_abort) clears inflight before it evicts. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -87,14 +89,14 @@ static void ep_evict(es_server *s, es_episode *ep) {
 }
 
 /* An episode that is not in the table (closed and evicted, or recorded by an earlier run
- * of the server) read from the trace store (mtx held: a primary-key lookup). Returns the
- * record in arena memory, or NULL when the store has no such episode or cannot be read. */
-static Kernelarena__V1__EpisodeRecord *ep_stored(es_server *s, es_arena *a, const char *id) {
-  Kernelarena__V1__EpisodeRecord *rec = NULL;
-  char err[400];
-  if (!id || !*id || !s->store) return NULL;
-  if (es_store_get_episode(s->store, id, 0, 1, a, &rec, err, sizeof err) != KA_OK) return NULL;
-  return rec;
+ * of the server) read from the trace store, without mtx (the store has its own lock and
+ * may wait on a transaction). Returns KA_OK with the record in arena memory, KA_ENOENT
+ * (no such episode) or KA_EIO (the store could not be read; the reason in err). */
+static int ep_stored(es_server *s, es_arena *a, const char *id,
+                     Kernelarena__V1__EpisodeRecord **rec, char *err, size_t errlen) {
+  *rec = NULL;
+  if (!id || !*id || !s->store) return KA_ENOENT;
+  return es_store_get_episode(s->store, id, 0, 1, a, rec, err, errlen);
 }
 
 /* The close reason of a stored episode: its recorded one, or (never closed in the store:
@@ -491,13 +493,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
   *ep_out = NULL;
   *job_out = NULL;
   es_episode *ep = es_ep_find(s, rq->episode_id);
-  if (!ep) {
-    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
-    if (rec) {
-      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__FAILED_PRECONDITION, 0,
-                     "episode %s is closed (%s)", rec->id, ep_stored_reason(rec));
-      return KA_ESTATE;
-    }
+  if (!ep) { /* the caller asks the trace store (es_ep_answer_stored) after unlocking */
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
                    ep_quote(a, rq->episode_id));
     return KA_ENOENT;
@@ -726,21 +722,14 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   pthread_mutex_lock(&s->mtx);
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) {
-    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
     pthread_mutex_unlock(&s->mtx);
-    if (!rec) {
-      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                     ep_quote(a, rq->episode_id));
-      return;
-    }
-    Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
-    kernelarena__v1__close_response__init(cr);
-    cr->was_open = 0; /* closed (and evicted) before: idempotent */
-    resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CLOSE;
-    resp->close = cr;
+    es_ep_answer_stored(s, ES_ASK_CLOSE, rq->episode_id, a, resp);
     return;
   }
   int was_open = !ep->closed;
+  /* closed before, but its close never reached the trace store: record it now */
+  int record = was_open || !ep->close_recorded;
+  const char *reason = ep->closed ? ep->close_reason : "closed";
   char id[32];
   snprintf(id, sizeof id, "%s", ep->id);
   if (was_open) {
@@ -750,9 +739,9 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
     es_fileset_free(&ep->files);
   }
   pthread_mutex_unlock(&s->mtx);
-  if (was_open) {
+  if (record) {
     char err[400];
-    if (es_store_close_episode(s->store, id, ka_wall_s(), "closed", err, sizeof err)) {
+    if (es_store_close_episode(s->store, id, ka_wall_s(), reason, err, sizeof err)) {
       es_log(s, "close %s: %s", id, err);
     } else {
       pthread_mutex_lock(&s->mtx);
@@ -774,29 +763,8 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
   pthread_mutex_lock(&s->mtx);
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) {
-    Kernelarena__V1__EpisodeRecord *rec = ep_stored(s, a, rq->episode_id);
     pthread_mutex_unlock(&s->mtx);
-    if (!rec) {
-      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                     ep_quote(a, rq->episode_id));
-      return;
-    }
-    /* closed and evicted: what the trace store recorded */
-    Kernelarena__V1__StateResponse *sr = es_arena_alloc(a, sizeof *sr);
-    kernelarena__v1__state_response__init(sr);
-    sr->episode_id = rec->id;
-    sr->task_id = rec->task_id;
-    sr->task_version = rec->task_version;
-    sr->seed = rec->seed;
-    sr->step = rec->steps;
-    sr->max_steps = rec->max_steps;
-    sr->closed = 1;
-    sr->close_reason = es_arena_strdup(a, ep_stored_reason(rec));
-    sr->run_id = rec->run_id;
-    sr->idle_s = rec->closed_at > 0 ? ka_wall_s() - rec->closed_at : 0;
-    sr->expires_in_s = -1;
-    resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
-    resp->state = sr;
+    es_ep_answer_stored(s, ES_ASK_STATE, rq->episode_id, a, resp);
     return;
   }
   double now = ka_now_s();
@@ -827,7 +795,7 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
                    es_pb_response *resp) {
   es_episode *ep = es_ep_find(s, rq->episode_id);
-  if (!ep && !ep_stored(s, a, rq->episode_id)) {
+  if (!ep) { /* the caller asks the trace store (es_ep_answer_stored) after unlocking */
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
                    ep_quote(a, rq->episode_id));
     return NULL;
@@ -836,7 +804,6 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   kernelarena__v1__cancel_response__init(cr);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
   resp->cancel = cr;
-  if (!ep) return NULL; /* closed and evicted: nothing in flight */
   es_job *job = ep->inflight;
   if (!job || job->state == ES_JOB_COMPLETING) return NULL; /* nothing, or too late */
   if (job->state == ES_JOB_QUEUED)
@@ -846,6 +813,68 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   cr->cancelled = 1;
   cr->step = job->step;
   return es_ep_step_abort(s, job);
+}
+
+void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *a,
+                         es_pb_response *resp) {
+  Kernelarena__V1__EpisodeRecord *rec;
+  char err[400] = "";
+  int rc = ep_stored(s, a, id, &rec, err, sizeof err);
+  if (rc == KA_ENOENT) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
+                   ep_quote(a, id));
+    return;
+  }
+  if (rc != KA_OK) {
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                   "episode '%s' is not open and the trace store could not be read: %s; retry",
+                   ep_quote(a, id), err);
+    return;
+  }
+  const char *reason = ep_stored_reason(rec);
+  switch (ask) {
+    case ES_ASK_STEP:
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__FAILED_PRECONDITION, 0,
+                     "episode %s is closed (%s)", rec->id, reason);
+      return;
+    case ES_ASK_CANCEL: {
+      Kernelarena__V1__CancelResponse *cr = es_arena_alloc(a, sizeof *cr);
+      kernelarena__v1__cancel_response__init(cr);
+      resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
+      resp->cancel = cr; /* nothing in flight */
+      return;
+    }
+    case ES_ASK_CLOSE: {
+      /* an episode of an earlier server run that never recorded its close: record it */
+      if (!(rec->closed_at > 0) &&
+          es_store_close_episode(s->store, rec->id, ka_wall_s(), "closed", err, sizeof err))
+        es_log(s, "close %s: %s", rec->id, err);
+      Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
+      kernelarena__v1__close_response__init(cr);
+      cr->was_open = 0; /* not open on this server: Close is idempotent */
+      resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CLOSE;
+      resp->close = cr;
+      return;
+    }
+    case ES_ASK_STATE: {
+      Kernelarena__V1__StateResponse *sr = es_arena_alloc(a, sizeof *sr);
+      kernelarena__v1__state_response__init(sr);
+      sr->episode_id = rec->id;
+      sr->task_id = rec->task_id;
+      sr->task_version = rec->task_version;
+      sr->seed = rec->seed;
+      sr->step = rec->steps;
+      sr->max_steps = rec->max_steps;
+      sr->closed = 1;
+      sr->close_reason = es_arena_strdup(a, reason);
+      sr->run_id = rec->run_id;
+      sr->idle_s = rec->closed_at > 0 ? ka_wall_s() - rec->closed_at : 0;
+      sr->expires_in_s = -1;
+      resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
+      resp->state = sr;
+      return;
+    }
+  }
 }
 
 void es_ep_close_recorded(es_server *s, const char *id) {

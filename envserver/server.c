@@ -579,8 +579,11 @@ static int srv_step(srv_ctx *c, const Kernelarena__V1__Request *rq, es_arena *a,
   }
   es_episode *ep;
   es_job *job;
-  if (es_ep_step_admit(s, rq->step, a, resp, &ep, &job) != KA_OK) {
+  int arc = es_ep_step_admit(s, rq->step, a, resp, &ep, &job);
+  if (arc != KA_OK) {
     pthread_mutex_unlock(&s->mtx);
+    /* not in the table: closed and evicted, or unknown; the trace store says which */
+    if (arc == KA_ENOENT) es_ep_answer_stored(s, ES_ASK_STEP, rq->step->episode_id, a, resp);
     return 0;
   }
   c->request_id = rq->request_id;
@@ -631,6 +634,9 @@ static void srv_cancel(es_server *s, const Kernelarena__V1__Request *rq, es_aren
                      "step %d of episode %s was cancelled; it was not counted",
                      (int)resp->cancel->step, rq->cancel->episode_id);
   pthread_mutex_unlock(&s->mtx);
+  if (resp->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+      resp->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND)
+    es_ep_answer_stored(s, ES_ASK_CANCEL, rq->cancel->episode_id, a, resp);
   if (resp->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && resp->cancel->cancelled)
     es_log(s, "episode %s: step %d cancelled", rq->cancel->episode_id, (int)resp->cancel->step);
 }

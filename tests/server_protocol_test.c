@@ -1177,6 +1177,55 @@ int main(int argc, char **argv) {
         r->health->episodes_in_memory);
   free_resp(r);
 
+  printf("close while a step is in flight: the episode leaves memory when the step ends\n");
+  {
+    Resp *reset3 = do_reset(a, "host/gelu", 0, 0, NULL, NULL);
+    CHECK(reset3->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET, "reset3");
+    const char *ep3 = reset3->reset->episode_id;
+    exec_send(e, NULL, 5000);
+    nng_msleep(100);
+    send_step(a, ep3, 0, NULL, NULL, 0, &rid);
+    Kernelarena__V1__ExecResponse *h3 = exec_recv(e);
+    CHECK(h3->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && h3->assignment->job,
+          "in-flight job handed out");
+    r = do_close(b, ep3);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CLOSE && r->close->was_open,
+          "close with a step in flight");
+    free_resp(r);
+    r = do_health(b);
+    CHECK(r->health->open_episodes == 1 && r->health->episodes_in_memory == 2,
+          "closed with a step in flight: still in memory (open %d, in memory %d)",
+          r->health->open_episodes, r->health->episodes_in_memory);
+    free_resp(r);
+    if (h3->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && h3->assignment->job) {
+      Kernelarena__V1__Result res;
+      Kernelarena__V1__CaseResult c[2], *cv[2];
+      make_result(&res, c, cv, h3->assignment->job->job_id, KERNELARENA__V1__STATUS__OK);
+      exec_send(e, &res, 200);
+    }
+    kernelarena__v1__exec_response__free_unpacked(h3, NULL);
+    r = recv_resp(a);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP && r->request_id == rid,
+          "the in-flight step of the closed episode is answered");
+    free_resp(r);
+    exec_expect_empty(e);
+    r = do_health(b);
+    CHECK(r->health->open_episodes == 1 && r->health->episodes_in_memory == 1,
+          "after the step ended: open %d, in memory %d (want 1, 1)", r->health->open_episodes,
+          r->health->episodes_in_memory);
+    free_resp(r);
+    r = do_state(b, ep3);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && r->state->closed &&
+              r->state->step == 1 && !strcmp(r->state->close_reason, "closed"),
+          "state of the evicted episode from the store");
+    free_resp(r);
+    r = do_cancel(b, ep3);
+    CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && !r->cancel->cancelled,
+          "cancel of an evicted episode: nothing to cancel");
+    free_resp(r);
+    free_resp(reset3);
+  }
+
   printf("executor protocol refusals\n");
   {
     send_raw(e, "\x0a\xff", 2);
