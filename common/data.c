@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ka_common.h"
+
 static uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
 }
@@ -150,6 +152,17 @@ static void *fill_thread(void *arg) {
 
 void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
                    int case_index, int tensor_index) {
+  /* bounds given as expressions over params take this case's values */
+  ka_tensor_spec resolved;
+  const ka_task *t = spec->task;
+  if ((spec->init_expr[0] || spec->init_expr[1]) && t && spec >= t->tensors &&
+      spec < t->tensors + t->ntensors && case_index >= 0 && case_index < t->ncases + t->nheld) {
+    resolved = *spec;
+    char e[256];
+    if (ka_task_init_bounds(t, (int)(spec - t->tensors), &t->cases[case_index], &resolved.a,
+                            &resolved.b, e, sizeof e) == KA_OK)
+      spec = &resolved;
+  }
   fill_job j = {spec,
                 buf,
                 elems,

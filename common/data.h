@@ -24,7 +24,9 @@ uint64_t ka_mix64(uint64_t a, uint64_t b);
  * from the stream of chunk i / 2^20, derived from (seed, case_index, tensor_index,
  * chunk), so the values are deterministic for those inputs whatever the number of
  * threads. Large tensors are drawn by up to one thread per online CPU (at most 32),
- * joined before return. Reentrant; buf is caller-owned. */
+ * joined before return. Init bounds given as expressions over params (spec->init_expr)
+ * are evaluated for case_index, an index into spec->task's cases (ka_task_init_bounds;
+ * a loaded task was checked to evaluate in every case). Reentrant; buf is caller-owned. */
 void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
                    int case_index, int tensor_index);
 

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,13 +213,17 @@ void ka_task_free(ka_task *t) {
   for (int i = 0; i < t->nparams; i++) free(t->params[i].name);
   for (int i = 0; i < t->ntensors; i++) {
     free(t->tensors[i].name);
+    free(t->tensors[i].init_expr[0]), free(t->tensors[i].init_expr[1]);
     for (int d = 0; d < t->tensors[i].ndim; d++) free(t->tensors[i].shape[d]);
   }
+  free(t->nondeterministic);
   for (int i = 0; i < t->ncases + t->nheld; i++) free(t->cases[i].name);
   free(t->cases);
   for (int i = 0; i < t->neditable; i++) free(t->editable[i]);
   for (int i = 0; i < t->nentry_args; i++) free(t->entry_args[i]);
   for (int i = 0; i < t->ntags; i++) free(t->tags[i]);
+  for (int i = 0; i < t->nallowed_imports; i++) free(t->allowed_imports[i]);
+  for (int i = 0; i < t->ndenied_imports; i++) free(t->denied_imports[i]);
   free(t);
 }
 
@@ -256,6 +261,87 @@ static int task_file_exists(const char *dir, const char *sub, const char *name) 
   return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+void ka_task_tolerance(const ka_task *t, int i, double *atol, double *rtol) {
+  const ka_tensor_spec *ts = i >= 0 && i < t->ntensors ? &t->tensors[i] : NULL;
+  *atol = ts && ts->has_atol ? ts->atol : t->atol;
+  *rtol = ts && ts->has_rtol ? ts->rtol : t->rtol;
+}
+
+int ka_task_init_bounds(const ka_task *t, int i, const ka_case *c, double *a, double *b, char *err,
+                        size_t errlen) {
+  const ka_tensor_spec *ts = &t->tensors[i];
+  double *dst[2] = {a, b};
+  *a = ts->a, *b = ts->b;
+  ka_vars v = {0};
+  ka_task_case_vars(t, c, &v);
+  for (int j = 0; j < 2; j++) {
+    if (!ts->init_expr[j]) continue;
+    int64_t x;
+    char e[256];
+    int rc = ka_expr_eval(ts->init_expr[j], &v, &x, e, sizeof e);
+    if (rc)
+      return ka_seterr(err, errlen, rc, "tensor %s: init '%s' in case %s: %s", ts->name,
+                       ts->init_expr[j], c->name, e);
+    *dst[j] = (double)x;
+  }
+  if (ts->dist != KA_DIST_NORMAL && *a > *b)
+    return ka_seterr(err, errlen, KA_ERANGE, "tensor %s: init low %.17g > high %.17g in case %s",
+                     ts->name, *a, *b, c->name);
+  return KA_OK;
+}
+
+/* init.<key> of an input: a number into *num, or else an integer expression over params
+ * kept as text in *expr (checked against every case by task_check_init). */
+static int task_init_num(ty_doc *d, yaml_node_t *init, const char *tensor, const char *key,
+                         double *num, char **expr) {
+  yaml_node_t *n = ty_get(d, init, key);
+  const char *s = ty_scalar(n);
+  char msg[160];
+  if (!s || !*s) {
+    snprintf(msg, sizeof msg, "input %s: init.%s must be a number or an expression", tensor, key);
+    return ty_fail(d, n ? n : init, "%s", msg);
+  }
+  char *end;
+  *num = strtod(s, &end);
+  if (end != s && !*end) return KA_OK;
+  *num = 0;
+  *expr = strdup(s);
+  return *expr ? KA_OK : KA_ENOMEM;
+}
+
+/* Every init expression evaluates in every case (and randint/uniform low <= high). */
+static int task_check_init(ty_doc *d, ka_task *t, yaml_node_t *root) {
+  for (int i = 0; i < t->ntensors; i++) {
+    if (!t->tensors[i].init_expr[0] && !t->tensors[i].init_expr[1]) continue;
+    for (int c = 0; c < t->ncases + t->nheld; c++) {
+      double a, b;
+      char e[256];
+      if (ka_task_init_bounds(t, i, &t->cases[c], &a, &b, e, sizeof e))
+        return ty_fail(d, root, "%s", e);
+    }
+  }
+  return KA_OK;
+}
+
+/* An output's own atol or rtol (optional): a number >= 0. */
+static int task_out_tol(ty_doc *d, yaml_node_t *tensor, const char *name, const char *key,
+                        double *v, int *has) {
+  yaml_node_t *n = ty_get(d, tensor, key);
+  if (!n) return KA_OK;
+  const char *s = ty_scalar(n);
+  char *end = NULL;
+  double x = s ? strtod(s, &end) : NAN;
+  if (!s || end == s || *end || !(x >= 0) || isinf(x)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "tensor %s: %s must be a finite number >= 0, got '%.40s'", name, key,
+             s ? s : "(not a scalar)");
+    return ty_fail(d, n, "%s", msg);
+  }
+  *v = x;
+  *has = 1;
+  return KA_OK;
+}
+
 static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *root = yaml_document_get_root_node(&d->doc);
   t->id = ty_str(d, root, "id", 1);
@@ -290,6 +376,22 @@ static int task_parse(ty_doc *d, ka_task *t) {
       t->ntags = 0;
       return d->rc;
     }
+  }
+  /* import allow-list of module mode (gpuexec/sandbox.h): symbol glob patterns */
+  for (int w = 0; w < 2; w++) {
+    const char *key = w ? "denied_imports" : "allowed_imports";
+    char **list = w ? t->denied_imports : t->allowed_imports;
+    int *n = w ? &t->ndenied_imports : &t->nallowed_imports;
+    yaml_node_t *im = ty_get(d, root, key);
+    if (!im) continue;
+    if (strcmp(t->mode, "module")) return ty_fail(d, im, "'%s' applies to mode module only", key);
+    int k = ty_strlist(d, im, list, KA_MAX_IMPORTS, key);
+    if (k < 0) return d->rc;
+    *n = k;
+    for (int i = 0; i < k; i++)
+      if (!*list[i] || strspn(list[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                       "0123456789_.*?[]!-") != strlen(list[i]))
+        return ty_fail(d, im, "'%s' patterns are symbol names with * ? [ ] only", key);
   }
 
   yaml_node_t *items[KA_MAX_ARGS];
@@ -333,23 +435,26 @@ static int task_parse(ty_doc *d, ka_task *t) {
       ts->ndim = 0;
       return ty_fail(d, items[i], "tensor %s: shape must be a non-empty list", ts->name);
     }
+    ts->task = t;
+    if (is_in && (ty_get(d, items[i], "atol") || ty_get(d, items[i], "rtol")))
+      return ty_fail(d, items[i], "tensor %s: atol/rtol apply to outputs only", ts->name);
+    if (!is_in && (task_out_tol(d, items[i], ts->name, "atol", &ts->atol, &ts->has_atol) ||
+                   task_out_tol(d, items[i], ts->name, "rtol", &ts->rtol, &ts->has_rtol)))
+      return d->rc;
     if (is_in) {
       yaml_node_t *init = ty_get(d, items[i], "init");
       const char *dist = ty_scalar(ty_get(d, init, "dist"));
       if (!dist) return ty_fail(d, items[i], "input %s needs init.dist", ts->name);
-      if (!strcmp(dist, "normal")) {
+      int normal = !strcmp(dist, "normal");
+      if (normal)
         ts->dist = KA_DIST_NORMAL;
-        if (ty_double(d, ty_get(d, init, "mean"), &ts->a) ||
-            ty_double(d, ty_get(d, init, "std"), &ts->b))
-          return d->rc;
-      } else if (!strcmp(dist, "uniform") || !strcmp(dist, "randint")) {
+      else if (!strcmp(dist, "uniform") || !strcmp(dist, "randint"))
         ts->dist = dist[0] == 'u' ? KA_DIST_UNIFORM : KA_DIST_RANDINT;
-        if (ty_double(d, ty_get(d, init, "low"), &ts->a) ||
-            ty_double(d, ty_get(d, init, "high"), &ts->b))
-          return d->rc;
-      } else {
+      else
         return ty_fail(d, init, "unknown init.dist '%s'", dist);
-      }
+      if (task_init_num(d, init, ts->name, normal ? "mean" : "low", &ts->a, &ts->init_expr[0]) ||
+          task_init_num(d, init, ts->name, normal ? "std" : "high", &ts->b, &ts->init_expr[1]))
+        return d->rc ? d->rc : KA_ENOMEM;
     }
   }
   /* every shape expression must name only params */
@@ -374,6 +479,7 @@ static int task_parse(ty_doc *d, ka_task *t) {
   if (n < 1) return ty_fail(d, root, "at least one case required%s", "");
   yaml_node_t *ho = ty_get(d, root, "held_out");
   if (ho && task_cases(d, t, ho, 1, &n)) return d->rc ? d->rc : KA_ENOMEM;
+  if (task_check_init(d, t, root)) return d->rc;
 
   t->neditable =
       ty_strlist(d, ty_get(d, root, "editable"), t->editable, KA_MAX_EDITABLE, "editable");
@@ -418,6 +524,13 @@ static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *to = ty_get(d, root, "timeout_s");
   t->timeout_s = 60;
   if (to && ty_double(d, to, &t->timeout_s)) return d->rc;
+  yaml_node_t *nd = ty_get(d, root, "nondeterministic");
+  if (nd) {
+    const char *why = ty_scalar(nd);
+    if (!why || strlen(why) < 8)
+      return ty_fail(d, nd, "'nondeterministic' must give the reason (a sentence)%s", "");
+    t->nondeterministic = strdup(why);
+  }
   return KA_OK;
 }
 

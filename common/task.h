@@ -5,10 +5,12 @@
  *   id, type (hip2hip|cuda2cuda|host), language (hip|cuda|c), mode (rtc|module),
  *   backends, description, params [{name, type: i32|i64}],
  *   tensors [{name, dtype, shape: [expr...], role: input|output, init: {dist,...}}],
- *   tolerance {atol, rtol}, cases / held_out [{name, <param>: value...}],
+ *   tolerance {atol, rtol} (an output tensor may override either with its own
+ *   atol/rtol), nondeterministic (a reason), cases / held_out [{name, <param>: value...}],
  *   editable [files], source (file compiled), launch_plan (rtc: editable file),
  *   entry {symbol, args} (module), reference {symbol}, timeout_s, bytes, flops,
- *   tags [words] (optional, at most KA_MAX_TAGS).
+ *   tags [words] (optional, at most KA_MAX_TAGS), allowed_imports / denied_imports
+ *   [glob patterns] (optional, module mode, at most KA_MAX_IMPORTS each).
  * Thread safety: a loaded ka_task is immutable and may be shared between threads. */
 #ifndef KA_TASK_H
 #define KA_TASK_H
@@ -26,6 +28,7 @@
 #define KA_MAX_SCRATCH 8
 #define KA_MAX_EDITABLE 8
 #define KA_MAX_TAGS 8
+#define KA_MAX_IMPORTS 32 /* patterns in allowed_imports / denied_imports */
 
 typedef enum ka_dtype {
   KA_DT_F32,
@@ -55,6 +58,14 @@ typedef struct ka_tensor_spec {
   char *shape[KA_MAX_DIMS]; /* expressions over params */
   ka_dist dist;             /* inputs only */
   double a, b; /* normal: mean, std; uniform/randint: low, high (inclusive for randint) */
+  /* a, b as integer expressions over params (e.g. "vocab - 1"), or NULL where the
+   * yaml gives a number; evaluated per case by ka_fill_input through `task`. */
+  char *init_expr[2];
+  const struct ka_task *task; /* the task holding this spec (NULL for a bare spec) */
+  /* outputs only: own tolerance (task.yaml `atol`/`rtol` on the tensor), else the task's;
+   * read them through ka_task_tolerance */
+  double atol, rtol;
+  int has_atol, has_rtol;
 } ka_tensor_spec;
 
 typedef struct ka_param_spec {
@@ -90,6 +101,14 @@ typedef struct ka_task {
   char *prompt;                  /* prompt.md contents */
   char *tags[KA_MAX_TAGS];       /* `tags:` (e.g. elementwise, reduction, cpu); may be empty */
   int ntags;
+  /* `nondeterministic: REASON`: the baseline's outputs may differ bitwise between two
+   * runs on one seed (e.g. float atomics); NULL when the task is bitwise repeatable */
+  char *nondeterministic;
+  /* module mode: glob patterns (fnmatch) of imported symbols the built shared object may
+   * use besides the default list (`allowed_imports:`), and patterns it may not use even
+   * when on the default list (`denied_imports:`; wins); gpuexec/sandbox.h */
+  char *allowed_imports[KA_MAX_IMPORTS], *denied_imports[KA_MAX_IMPORTS];
+  int nallowed_imports, ndenied_imports;
 } ka_task;
 
 /* Loads dir/task.yaml, dir/prompt.md and checks that the baseline files exist and the
@@ -107,6 +126,19 @@ int ka_task_is_editable(const ka_task *t, const char *path);
 
 /* Fills vars with the case's params. Names are borrowed from t. */
 void ka_task_case_vars(const ka_task *t, const ka_case *c, ka_vars *vars);
+
+/* The tolerance that judges output tensor i: the tensor's own `atol`/`rtol` where
+ * task.yaml gives them, else the task's `tolerance`. Element k passes iff
+ * |out - ref| <= atol * max|ref| + rtol * |ref| (common/data.h, ka_compare_outputs). */
+void ka_task_tolerance(const ka_task *t, int i, double *atol, double *rtol);
+
+/* The init numbers of input tensor i for case c: *a, *b as for ka_tensor_spec (mean and
+ * std, or low and high), with any expression (init_expr) evaluated over c's params.
+ * Returns KA_OK, or the expression's error (KA_EPARSE, KA_ERANGE) with the reason in err;
+ * KA_ERANGE also when low > high. ka_task_load checks every case, so for a loaded task
+ * and one of its cases this cannot fail. */
+int ka_task_init_bounds(const ka_task *t, int i, const ka_case *c, double *a, double *b, char *err,
+                        size_t errlen);
 
 /* Element count of tensor i for case c. Returns KA_OK or an expression error. */
 int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems, char *err,

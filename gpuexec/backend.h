@@ -157,6 +157,13 @@ typedef struct ka_backend_ops {
    * kernel cannot be built (an infrastructure fault); *equal is then 0. */
   int (*compare_device)(ka_backend_ctx *ctx, ka_devptr a, size_t a_off, ka_devptr b, size_t b_off,
                         size_t bytes, int *equal);
+  /* checksum_device (optional; the runner keeps timed outputs on the device only when it
+   * is set): *sum = the keyed checksum of `bytes` at p + off (a multiple of 4 bytes from
+   * an allocation's start) that trusted_kernels.h defines (ka_trusted_sum_host gives the
+   * same value), computed by a trusted kernel after all work queued before it; waits for
+   * the answer. Errors as compare_device; *sum is then 0. */
+  int (*checksum_device)(ka_backend_ctx *ctx, ka_devptr p, size_t off, size_t bytes, uint64_t key,
+                         uint64_t *sum);
 } ka_backend_ops;
 
 /* Entry point a backend module exports. Returns NULL if it cannot serve api_version. */

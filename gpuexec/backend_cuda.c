@@ -166,7 +166,8 @@ struct ka_backend_ctx {
   int cmp_state;         /* 0 not built, 1 ready, -1 failed (cmp_why) */
   int cmp_rc;            /* the failure's ka_err */
   struct ka_module *cmp; /* loaded module */
-  CUdeviceptr cmp_flag;  /* 4 bytes: 1 if a compare saw a difference */
+  CUdeviceptr cmp_flag;  /* 16 bytes: [0,4) 1 if a compare saw a difference, [8,16) the
+                            checksum of checksum_device */
   unsigned cmp_grid_max; /* blocks per compare launch: 8 per multiprocessor */
   char cmp_why[CUDA_ERRLEN];
   char err[CUDA_ERRLEN];
@@ -1134,8 +1135,8 @@ static int cuda_cmp_ready(ka_backend_ctx *ctx) {
   ka_compile_req req = {.language = "cuda",
                         .sources = &src,
                         .nsources = 1,
-                        .kernels = ka_trusted_cmp_names,
-                        .nkernels = KA_TRUSTED_CMP_WIDTHS,
+                        .kernels = ka_trusted_kernel_names,
+                        .nkernels = KA_TRUSTED_NKERNELS,
                         .arch = NULL,
                         .workdir = "/",
                         .timeout_s = 60};
@@ -1152,10 +1153,10 @@ static int cuda_cmp_ready(ka_backend_ctx *ctx) {
     CUresult cr =
         cuda_drv.f.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev);
     ctx->cmp_grid_max = cr == CUDA_SUCCESS && sms > 0 ? 8u * (unsigned)sms : 1024u;
-    cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, 4);
+    cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, 16);
     if (cr != CUDA_SUCCESS) {
       ctx->cmp_flag = 0;
-      rc = cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemAlloc(compare flag, 4 bytes)");
+      rc = cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemAlloc(compare flag, 16 bytes)");
       ctx->cmp_rc = rc;
       snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "%s", ctx->err);
     }
@@ -1217,6 +1218,48 @@ static int cuda_compare_device(ka_backend_ctx *ctx, ka_devptr a, size_t a_off, k
   return KA_OK;
 }
 
+/* Keyed checksum of bytes at p + off (trusted_kernels.h, ka_trusted_sum): zeroes the sum
+ * (cuMemsetD32Async), launches the trusted kernel (256 threads per block, at most 8
+ * blocks per multiprocessor, grid-stride), copies the sum back and waits for the stream,
+ * after the work queued before. p + off must be 4-byte aligned (KA_EINVAL otherwise). */
+static int cuda_checksum_device(ka_backend_ctx *ctx, ka_devptr p, size_t off, size_t bytes,
+                                uint64_t key, uint64_t *sum) {
+  *sum = 0;
+  int rc = cuda_enter(ctx, "checksum_device");
+  if (rc != KA_OK) return rc;
+  if ((p + off) & 3) return cuda_seterr(ctx, KA_EINVAL, "checksum_device: unaligned address");
+  if (bytes == 0) return KA_OK;
+  if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
+  CUdeviceptr out = ctx->cmp_flag + 8;
+  unsigned long long blocks = (bytes / 4 + 255) / 256;
+  CUresult cr = cuda_drv.f.MemsetD32Async(out, 0, 2, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD32Async(checksum)");
+  ka_arg args[4] = {{.kind = KA_ARG_PTR, .v.ptr = p + off},
+                    {.kind = KA_ARG_I64, .v.i64 = (int64_t)bytes},
+                    {.kind = KA_ARG_I64, .v.i64 = (int64_t)key},
+                    {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)out}};
+  ka_launch l = {.kernel = KA_TRUSTED_SUM_NAME,
+                 .grid = {(unsigned)(blocks == 0                  ? 1
+                                     : blocks < ctx->cmp_grid_max ? blocks
+                                                                  : ctx->cmp_grid_max),
+                          1, 1},
+                 .block = {256, 1, 1},
+                 .shared_bytes = 0,
+                 .args = args,
+                 .nargs = 4};
+  if ((rc = cuda_launch(ctx, ctx->cmp, &l)) != KA_OK) return rc;
+  unsigned long long v = 0;
+  cr = cuda_drv.f.MemcpyDtoHAsync(&v, out, sizeof v, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(checksum)");
+  cr = cuda_drv.f.StreamSynchronize(ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(checksum)");
+  *sum = v;
+  return KA_OK;
+}
+
 /* Records the start event on the stream. */
 static int cuda_timer_start(ka_backend_ctx *ctx) {
   int rc = cuda_enter(ctx, "timer_start");
@@ -1270,6 +1313,7 @@ static const ka_backend_ops cuda_ops = {
     .flush_bytes = cuda_flush_bytes,
     .copy_device = cuda_copy_device,
     .compare_device = cuda_compare_device,
+    .checksum_device = cuda_checksum_device,
 };
 
 /* Module entry point (KA_BACKEND_GET_SYMBOL): the cuda backend's ops, or NULL if

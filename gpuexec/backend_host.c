@@ -11,7 +11,9 @@
  * channel and everything else out of the submission's reach, and times every launch
  * from outside: a launch is a command and its reply, which echoes a per-call nonce.
  * The kernel's CPU-time accounting of each module process, read by the caller, shows
- * work done while no launch was in flight (untimed_work). */
+ * work done while no launch was in flight (untimed_work). The candidate's shared object
+ * is checked against the task's import allow-list (sandbox.h, ka_import_check) after it
+ * is built and before a module process loads it. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +37,7 @@
 #include "data.h"
 #include "ka_common.h"
 #include "runner.h"
+#include "sandbox.h"
 
 #define HOST_MAX_ALLOCS 256
 #define HOST_MAX_MODULES 8
@@ -449,6 +452,25 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
     else
       free(clog);
     return ka_seterr(err, errlen, rc == KA_ETIMEDOUT ? KA_ECOMPILE : rc, "compilation failed");
+  }
+  /* the candidate's imports against the task's allow-list, before anything loads it
+   * (sandbox.h; armed by the runner for the candidate only) */
+  char *ilog = NULL;
+  if (ka_sandbox_module_imports(so, &ilog)) {
+    ka_sb sb = {0};
+    ka_sb_puts(&sb, clog ? clog : "");
+    ka_sb_puts(&sb, ilog ? ilog : "");
+    /* the first refused import names the symbol: it becomes the verdict's message */
+    const char *first = ilog && *ilog ? ilog : "import check: a refused import\n";
+    int n = (int)strcspn(first, "\n");
+    ka_seterr(err, errlen, KA_ECOMPILE, "%.*s", n, first);
+    free(clog);
+    free(ilog);
+    if (log)
+      *log = ka_sb_take(&sb);
+    else
+      ka_sb_free(&sb);
+    return KA_ECOMPILE;
   }
   ka_module *m = calloc(1, sizeof *m);
   if (!m) {

@@ -6,6 +6,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <limits.h>
 #include <linux/landlock.h>
 #include <sched.h>
@@ -697,6 +700,115 @@ void ka_sandbox_lock_inherited(void) {
   }
 }
 
+/* ------------------------------------------------------------------------------------
+ * Import allow-list of module mode (docs/integrity.md, item 12) */
+
+/* What each group is for; the baselines of tasks/host and the candidates of tests/
+ * import only from these groups (besides the adversarial ones). Patterns are fnmatch
+ * globs; a prefix glob is used only where no libc function outside the group shares the
+ * prefix (checked with fnmatch against every symbol glibc 2.36's libc.so.6 defines: only
+ * `exp*` matches one outside its group, explicit_bzero, a memset; `trunc` is spelled out
+ * because `trunc*` would match truncate). */
+const char *const ka_import_defaults[] = {
+    /* added by the compiler and glibc's startup files to every shared object */
+    "__cxa_finalize", "__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
+    "__stack_chk_fail", "__assert_fail", "__errno_location",
+    /* _FORTIFY_SOURCE variants of the memory, string and output functions below */
+    "__memcpy_chk", "__memmove_chk", "__memset_chk", "__strcpy_chk", "__strncpy_chk",
+    "__strcat_chk", "__sprintf_chk", "__snprintf_chk", "__vsprintf_chk", "__vsnprintf_chk",
+    "__printf_chk", "__fprintf_chk", "__vprintf_chk", "__vfprintf_chk",
+    /* libm (C11 7.12) and glibc's classification helpers */
+    "acos*", "asin*", "atan*", "cos*", "sin*", "tan*", "exp*", "log", "logf", "logl", "log1p*",
+    "log2*", "log10*", "logb*", "pow*", "sqrt*", "cbrt*", "hypot*", "erf*", "tgamma*", "lgamma*",
+    "ceil*", "floor*", "trunc", "truncf", "truncl", "round*", "lround*", "llround*", "rint*",
+    "lrint*", "llrint*", "nearbyint*", "fabs*", "fmod*", "remainder*", "remquo*", "fma*", "fmin*",
+    "fdim*", "copysign*", "nan", "nanf", "nanl", "frexp*", "ldexp*", "modf*", "scalbn*", "scalbln*",
+    "ilogb*", "nextafter*", "nexttoward*", "__fpclassify*", "__isnan*", "__isinf*", "__finite*",
+    "__signbit*", "__*_finite",
+    /* memory and strings */
+    "malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign", "memalign", "memcpy",
+    "memmove", "memset", "memcmp", "memchr", "strlen", "strcmp", "strncmp", "strcpy", "strncpy",
+    "strchr", "strrchr", "strstr", "strtol", "strtoll", "strtod", "strtof", "atoi", "atof", "qsort",
+    "bsearch", "abs", "labs", "llabs", "div", "ldiv",
+    /* threads: a host kernel may use every core */
+    "pthread_create", "pthread_join", "pthread_detach", "pthread_self", "pthread_once",
+    "pthread_mutex_*", "pthread_cond_*", "pthread_barrier_*", "pthread_spin_*", "pthread_rwlock_*",
+    "pthread_attr_*", "sched_yield", "sched_getcpu", "nanosleep", "usleep", "sysconf", "get_nprocs",
+    "get_nprocs_conf",
+    /* debug output (the runtime log) and time */
+    "printf", "fprintf", "vprintf", "vfprintf", "puts", "fputs", "putchar", "fputc", "putc",
+    "fwrite", "fflush", "perror", "sprintf", "snprintf", "vsprintf", "vsnprintf", "stdout",
+    "stderr", "clock_gettime", "clock", "gettimeofday", "time",
+    /* ending with an error */
+    "abort", NULL};
+
+static const ka_task *sb_import_task; /* armed by ka_sandbox_candidate */
+
+static int sb_match_any(const char *const *pats, int n, const char *name) {
+  for (int i = 0; n < 0 ? pats[i] != NULL : i < n; i++)
+    if (fnmatch(pats[i], name, 0) == 0) return 1;
+  return 0;
+}
+
+int ka_import_allowed(const ka_task *t, const char *name) {
+  if (t && sb_match_any((const char *const *)t->denied_imports, t->ndenied_imports, name)) return 0;
+  if (sb_match_any(ka_import_defaults, -1, name)) return 1;
+  return t && sb_match_any((const char *const *)t->allowed_imports, t->nallowed_imports, name);
+}
+
+int ka_import_check(const char *so_path, const ka_task *t, char **log) {
+  ka_sb sb = {0};
+  int refused = 0, seen_dynsym = 0;
+  const char *tid = t && t->id ? t->id : "this task";
+  *log = NULL;
+  int fd = open(so_path, O_RDONLY | O_CLOEXEC);
+  Elf *e = NULL;
+  if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE || !(e = elf_begin(fd, ELF_C_READ, NULL)) ||
+      elf_kind(e) != ELF_K_ELF) {
+    ka_sb_printf(&sb, "import check: cannot read the compiled module as ELF: %s\n",
+                 fd < 0 ? strerror(errno) : elf_errmsg(-1));
+    refused = 1;
+  }
+  for (Elf_Scn *scn = NULL; !refused && e && (scn = elf_nextscn(e, scn)) != NULL;) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM) continue;
+    seen_dynsym = 1;
+    Elf_Data *data = elf_getdata(scn, NULL);
+    size_t n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+    for (size_t i = 1; data && i < n; i++) { /* entry 0 is the null symbol */
+      GElf_Sym sym;
+      if (!gelf_getsym(data, (int)i, &sym)) break;
+      if (sym.st_shndx != SHN_UNDEF) continue; /* defined here: not an import */
+      const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
+      if (!name || !*name) continue;
+      if (ka_import_allowed(t, name)) continue;
+      if (refused++ < 16)
+        ka_sb_printf(&sb,
+                     "import check: the compiled module imports %s%s, which %s does not allow "
+                     "(allowed: the default list of C kernels and the task's allowed_imports; "
+                     "docs/integrity.md)\n",
+                     name, GELF_ST_BIND(sym.st_info) == STB_WEAK ? " (weak)" : "", tid);
+    }
+  }
+  if (!refused && e && !seen_dynsym) {
+    ka_sb_printf(&sb, "import check: the compiled module has no dynamic symbol table\n");
+    refused = 1;
+  }
+  if (refused > 16) ka_sb_printf(&sb, "import check: %d more refused imports\n", refused - 16);
+  if (e) elf_end(e);
+  if (fd >= 0) close(fd);
+  if (refused)
+    *log = ka_sb_take(&sb);
+  else
+    ka_sb_free(&sb);
+  return refused;
+}
+
+int ka_sandbox_module_imports(const char *so_path, char **log) {
+  *log = NULL;
+  return sb_import_task ? ka_import_check(so_path, sb_import_task, log) : 0;
+}
+
 int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
                          char *err, size_t errlen) {
   const char *names[KA_MAX_EDITABLE], *texts[KA_MAX_EDITABLE];
@@ -714,5 +826,6 @@ int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job
       }
   }
   if (ka_include_check(t->language, names, texts, lens, n, log)) return KA_ECOMPILE;
+  if (t->mode && !strcmp(t->mode, "module")) sb_import_task = t;
   return ka_sandbox_enter(job->workdir, t->mode && !strcmp(t->mode, "module"), err, errlen);
 }

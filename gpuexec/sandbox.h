@@ -94,11 +94,40 @@ void ka_sandbox_lock_inherited(void);
  * the includes of the candidate's editable sources (ka_include_check; the launch plan is
  * not C), then applies the sandbox (ka_sandbox_enter; module-mode tasks compile with an
  * external compiler and run submitted code in module processes, which lock
- * themselves). Returns KA_OK;
+ * themselves). For a module-mode task it also arms the import check
+ * (ka_sandbox_module_imports) of the candidate's module; t must outlive the build.
+ * Returns KA_OK;
  * KA_ECOMPILE with the refusals in *log (malloc'd, caller frees); or KA_ESYS with the
  * reason in err if the sandbox could not be applied. */
 int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
                          char *err, size_t errlen);
+
+/* The default import allow-list of module mode (docs/integrity.md, item 12): fnmatch
+ * patterns of the dynamic symbols a C kernel's shared object may import (libm, memory
+ * and string functions, POSIX threads, debug output to stdout/stderr, timing, abort and
+ * the symbols the compiler and glibc's startup code add), NULL-terminated. Derived from
+ * what the host baselines and the test candidates import (`nm -D --undefined-only`). */
+extern const char *const ka_import_defaults[];
+
+/* 1 if an imported symbol `name` is allowed for task t (t NULL: the default list):
+ * it matches a pattern of ka_import_defaults or t->allowed_imports, and no pattern of
+ * t->denied_imports. Pure; thread-safe. */
+int ka_import_allowed(const ka_task *t, const char *name);
+
+/* Reads the dynamic symbol table of the ELF shared object at so_path (libelf) and
+ * checks every undefined symbol (every import, weak ones included) with
+ * ka_import_allowed. Returns 0 if all are allowed; the number of refused imports (at
+ * least 1; also when the file is no readable ELF object: fail closed) with a malloc'd
+ * *log (caller frees) naming each refused symbol and the task. Thread-safe (libelf
+ * keeps no global state after elf_version). */
+int ka_import_check(const char *so_path, const ka_task *t, char **log);
+
+/* The host backend's hook between building and loading the candidate's module: if
+ * ka_sandbox_candidate armed the check for a module-mode task in this process, runs
+ * ka_import_check(so_path, that task, log); otherwise (the baseline, a compile-only
+ * check, an rtc task) returns 0 and leaves *log NULL. Not thread-safe with
+ * ka_sandbox_candidate (one evaluation per runner process). */
+int ka_sandbox_module_imports(const char *so_path, char **log);
 
 /* 1 if the running kernel offers Landlock (its ABI version > 0), else 0. */
 int ka_sandbox_landlock_abi(void);

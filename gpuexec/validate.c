@@ -306,7 +306,9 @@ static int vd_judge(const ka_task *t, int k, const double *ref, int64_t n, void 
   ka_dtype dt = t->tensors[k].dtype;
   for (int64_t i = 0; i < n; i++) vd_store(dt, scratch, i, value(ctx, i));
   ka_compare cmp;
-  int ok = ka_compare_outputs(dt, scratch, ref, n, t->atol, t->rtol, &cmp);
+  double atol, rtol;
+  ka_task_tolerance(t, k, &atol, &rtol);
+  int ok = ka_compare_outputs(dt, scratch, ref, n, atol, rtol, &cmp);
   *bad_frac = n ? (double)cmp.mismatches / (double)n : 0;
   return ok;
 }
@@ -865,10 +867,16 @@ static void vd_eval_checks(const vd_opts *o, const ka_task *t, vd_backend *be, v
   } else if (!same_verdict)
     vd_add(r, "repeatable", bn, VD_FAIL, "two runs on seed %#llx disagree: %s",
            (unsigned long long)o->seeds[0], vd_list_text(&diff));
+  else if (diff.n && t->nondeterministic)
+    vd_add(r, "repeatable", bn, VD_PASS,
+           "same verdict on two runs on seed %#llx; errors differ, as the task declares "
+           "(nondeterministic: %.300s): %s",
+           (unsigned long long)o->seeds[0], t->nondeterministic, vd_list_text(&diff));
   else if (diff.n)
     vd_add(r, "repeatable", bn, VD_WARN,
            "same verdict, but the baseline's errors differ between two runs on seed %#llx "
-           "(not bitwise deterministic, e.g. float atomics): %s",
+           "(not bitwise deterministic, e.g. float atomics; if that is expected, give the "
+           "reason in task.yaml `nondeterministic:`): %s",
            (unsigned long long)o->seeds[0], vd_list_text(&diff));
   else
     vd_add(r, "repeatable", bn, VD_PASS,
@@ -1170,11 +1178,50 @@ static int vd_scan(const char *root, vd_item **items, int *n) {
   return KA_OK;
 }
 
+/* Resolves a TASK argument: a task id under tasks_dir (a safe relative path such as
+ * host/gelu), or a task folder that lies inside tasks_dir once symlinks and ".." are
+ * resolved; its id is then its path relative to tasks_dir. Anything else (a folder
+ * outside tasks_dir, e.g. ../tasks/host/gelu run from the wrong place, a folder without
+ * task.yaml, an unknown id) is refused: returns -1 with the reason in why. */
+static int vd_resolve(const char *tasks_dir, const char *arg, vd_item *it, char *why, size_t len) {
+  char p[PATH_MAX * 2];
+  snprintf(p, sizeof p, "%s/%s", tasks_dir, arg);
+  if (ka_path_is_safe(arg) && vd_is_task_dir(p)) {
+    snprintf(it->dir, sizeof it->dir, "%s", p);
+    snprintf(it->id, sizeof it->id, "%s", arg);
+    return 0;
+  }
+  char *root = realpath(tasks_dir, NULL), *rp = realpath(arg, NULL);
+  int rc = -1;
+  size_t rl = root ? strlen(root) : 0;
+  if (!root)
+    snprintf(why, len, "task folder %s: %s", tasks_dir, strerror(errno));
+  else if (!rp)
+    snprintf(why, len, "'%s' is neither a task id under %s (%s) nor a task folder", arg, tasks_dir,
+             root);
+  else if (strncmp(rp, root, rl) || rp[rl] != '/')
+    snprintf(why, len,
+             "'%s' (%s) is outside the task folder %s (%s): give its id under --tasks (e.g. "
+             "host/gelu), or --tasks with the folder of its suite",
+             arg, rp, tasks_dir, root);
+  else if (!vd_is_task_dir(rp))
+    snprintf(why, len, "'%s' (%s) is not a task folder (no task.yaml)", arg, rp);
+  else {
+    snprintf(it->dir, sizeof it->dir, "%s", rp);
+    snprintf(it->id, sizeof it->id, "%s", rp + rl + 1);
+    rc = 0;
+  }
+  free(root);
+  free(rp);
+  return rc;
+}
+
 static void vd_usage(FILE *f) {
   fprintf(f,
           "usage: envctl validate [TASK...] [options]\n"
-          "  TASK               a task id under --tasks (e.g. host/gelu) or a task folder;\n"
-          "                     default: every task under --tasks\n"
+          "  TASK               a task id under --tasks (e.g. host/gelu) or a task folder\n"
+          "                     inside --tasks (others are refused); default: every task\n"
+          "                     under --tasks\n"
           "  --tasks DIR        task folder (default ./tasks, else the source tree's)\n"
           "  --backends LIST    comma-separated host,cuda,hip, or auto (default: every\n"
           "                     backend the task lists that has a device here)\n"
@@ -1325,29 +1372,21 @@ int main(int argc, char **argv) {
       return 2;
     }
   } else {
+    /* every argument resolves to a task inside the task folder before any task loads */
     items = calloc((size_t)(argc - optind), sizeof *items);
     if (!items) return 2;
+    int bad = 0;
     for (int i = optind; i < argc; i++, nitems++) {
-      char p[PATH_MAX];
-      snprintf(p, sizeof p, "%s/%s", o.tasks_dir, argv[i]);
-      if (!vd_is_task_dir(argv[i]) && vd_is_task_dir(p)) {
-        snprintf(items[nitems].dir, sizeof items[nitems].dir, "%s", p);
-        snprintf(items[nitems].id, sizeof items[nitems].id, "%s", argv[i]);
-      } else {
-        /* a folder: its id is expected to be its last two path components */
-        snprintf(items[nitems].dir, sizeof items[nitems].dir, "%s", argv[i]);
-        char *rp = realpath(argv[i], NULL);
-        if (rp) {
-          char *s1 = strrchr(rp, '/');
-          if (s1 && s1 > rp) {
-            *s1 = 0;
-            char *s2 = strrchr(rp, '/');
-            *s1 = '/';
-            if (s2) snprintf(items[nitems].id, sizeof items[nitems].id, "%s", s2 + 1);
-          }
-          free(rp);
-        }
+      char why[PATH_MAX * 2 + 256];
+      if (vd_resolve(o.tasks_dir, argv[i], &items[nitems], why, sizeof why)) {
+        fprintf(stderr, "ka-validate: %s\n", why);
+        bad = 1;
       }
+    }
+    if (bad) {
+      fprintf(stderr, "ka-validate: nothing validated\n");
+      free(items);
+      return 2;
     }
   }
   vd_task *rs = calloc((size_t)nitems, sizeof *rs);

@@ -158,7 +158,8 @@ static void wk_reference(const ka_task *t, ka_reference_fn fn, wk_case *wc) {
   fn(ptrs, wc->c->values);
 }
 
-/* The runner's environment: nothing of ours beyond what compilers and drivers need. */
+/* The runner's environment: nothing of ours beyond what compilers and drivers need
+ * (device selection and toolkit locations of CUDA and ROCm, the sandbox switches). */
 static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir) {
   static const char *keep[] = {"PATH",
                                "LD_LIBRARY_PATH",
@@ -166,6 +167,10 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_HOST_CC",
                                "KA_BACKEND_PATH",
                                "CUDA_VISIBLE_DEVICES",
+                               "HIP_VISIBLE_DEVICES", /* device selection on ROCm */
+                               "ROCR_VISIBLE_DEVICES",
+                               "ROCM_PATH", /* where hiprtc finds its headers */
+                               "HIP_PATH",
                                "KA_SANDBOX_SECCOMP",
                                "KA_SANDBOX_LANDLOCK",
                                "KA_SANDBOX_UNIX",
@@ -475,13 +480,16 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
     cr->candidate_wall_ms = rc->candidate_wall_ms;
     cr->floor_ms = rc->floor_ms;
     cr->verified_calls = rc->verified_calls;
+    cr->verified_after_calls = rc->verified_after_calls;
     cr->correct = 1;
     ka_sb msg = {0};
     for (int k = 0; k < t->ntensors; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
       ka_compare cmp;
+      double atol, rtol;
+      ka_task_tolerance(t, k, &atol, &rtol);
       int ok = ka_compare_outputs(t->tensors[k].dtype, cs[i].t[k].map, cs[i].t[k].ref,
-                                  cs[i].t[k].elems, t->atol, t->rtol, &cmp);
+                                  cs[i].t[k].elems, atol, rtol, &cmp);
       cr->elements += cmp.elements;
       cr->mismatches += cmp.mismatches;
       if (cmp.max_abs_err > cr->max_abs_err) cr->max_abs_err = cmp.max_abs_err;
@@ -649,8 +657,8 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   if (rc == KA_ETIMEDOUT) {
     wk_fail(res, KERNELARENA__V1__STATUS__TIMEOUT,
             "evaluation exceeded its %.0f s limit; the runner's process group was killed", timeout);
-  } else if (result.len > 0 &&
-             !(rr = kernelarena__v1__runner_result__unpack(NULL, result.len, (uint8_t *)result.s))) {
+  } else if (result.len > 0 && !(rr = kernelarena__v1__runner_result__unpack(
+                                     NULL, result.len, (uint8_t *)result.s))) {
     /* never a score: the verdict is missing (docs/integrity.md) */
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
             "the runner's result is malformed (%zu bytes that do not decode)", result.len);
@@ -713,6 +721,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
         cr->floor_ms = rr->cases[i]->floor_ms;
         cr->timed_calls = rr->cases[i]->timed_calls;
         cr->verified_calls = rr->cases[i]->verified_calls;
+        cr->verified_after_calls = rr->cases[i]->verified_after_calls;
         if (rr->cases[i]->flag && *rr->cases[i]->flag) cr->flag = wk_strdup(rr->cases[i]->flag);
         res->cases[res->n_cases++] = cr;
       }

@@ -8,6 +8,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libnng-dev libmbedtls-dev libprotobuf-c-dev \
 protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev libseccomp-dev sqlite3 python3 python3-venv"
+# libelf (static, with zlib): the import allow-list of host modules (gpuexec/sandbox.c)
+PKGS="$PKGS libelf-dev"
 # GSL (statistics of envctl compare, linked statically); chromium renders the report
 # of envctl report in its test (tests/report_render.sh)
 PKGS="$PKGS libgsl-dev chromium"

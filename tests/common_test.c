@@ -190,11 +190,147 @@ static void test_tasks(const char *root) {
   ka_rmtree(dir);
 }
 
+/* Writes a minimal host task under dir (task.yaml from yaml, one baseline file, a
+ * reference and a prompt). */
+static void write_task(const char *dir, const char *yaml) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/baseline", dir);
+  ka_mkdirs(p);
+  snprintf(p, sizeof p, "%s/task.yaml", dir);
+  ka_write_file(p, yaml, strlen(yaml));
+  snprintf(p, sizeof p, "%s/baseline/a.c", dir);
+  ka_write_file(p, "int x;\n", 7);
+  snprintf(p, sizeof p, "%s/reference.c", dir);
+  ka_write_file(p, "int y;\n", 7);
+  snprintf(p, sizeof p, "%s/prompt.md", dir);
+  ka_write_file(p, "prompt\n", 7);
+}
+
+/* task.yaml with the idx init's high bound, the output y's extra fields and extra
+ * top-level lines substituted. */
+static void task_yaml(char *out, size_t len, const char *id, const char *high, const char *y_extra,
+                      const char *extra) {
+  snprintf(out, len,
+           "id: %s\ntype: host\nlanguage: c\nmode: module\nsource: a.c\neditable: [a.c]\n"
+           "entry: {symbol: f, args: [idx, y, z, n]}\nreference: {symbol: f_ref}\n"
+           "params: [{name: n, type: i64}, {name: v, type: i64}]\n"
+           "tensors:\n"
+           "  - {name: idx, dtype: i32, shape: [n], role: input,\n"
+           "     init: {dist: randint, low: 0, high: %s}}\n"
+           "  - {name: y, dtype: f32, shape: [n], role: output%s}\n"
+           "  - {name: z, dtype: f32, shape: [n], role: output}\n"
+           "tolerance: {atol: 0.01, rtol: 0.02}\n"
+           "cases: [{name: small, n: 100000, v: 7}, {name: big, n: 100000, v: 100000}]\n%s",
+           id, high, y_extra, extra);
+}
+
+/* Per-output tolerances, init bounds as expressions and `nondeterministic`: parsed,
+ * used, and every bad value refused with an error naming the field. */
+static void test_task_fields(void) {
+  char root[] = "/tmp/ka-common-fields-XXXXXX";
+  CHECK(mkdtemp(root) != NULL);
+  char good[PATH_MAX], bad[PATH_MAX], y[2048], err[1024];
+  snprintf(good, sizeof good, "%s/fam/good", root);
+  snprintf(bad, sizeof bad, "%s/fam/bad", root);
+  task_yaml(y, sizeof y, "fam/good", "\"v - 1\"", ", atol: 0, rtol: 1.0e-6",
+            "nondeterministic: \"float atomics add in any order\"\n");
+  write_task(good, y);
+  ka_task *t = NULL;
+  CHECK(ka_task_load(good, &t, err, sizeof err) == KA_OK);
+  if (!t) {
+    fprintf(stderr, "fields: %s\n", err);
+    ka_rmtree(root);
+    return;
+  }
+  double at, rt;
+  ka_task_tolerance(t, 1, &at, &rt); /* y: its own */
+  CHECK(at == 0 && rt == 1e-6);
+  ka_task_tolerance(t, 2, &at, &rt); /* z: the task's */
+  CHECK(at == 0.01 && rt == 0.02);
+  CHECK(t->nondeterministic && !strcmp(t->nondeterministic, "float atomics add in any order"));
+  /* the judge with each output's tolerance: 1e-4 relative passes z's, fails y's */
+  double ref[3] = {1.0, 2.0, 4.0};
+  float out[3] = {1.0001f, 2.0002f, 4.0004f};
+  ka_compare cmp;
+  ka_task_tolerance(t, 1, &at, &rt);
+  CHECK(!ka_compare_outputs(KA_DT_F32, out, ref, 3, at, rt, &cmp) && cmp.mismatches == 3);
+  ka_task_tolerance(t, 2, &at, &rt);
+  CHECK(ka_compare_outputs(KA_DT_F32, out, ref, 3, at, rt, &cmp));
+  /* init bounds: high "v - 1" per case; the draws cover the whole range */
+  CHECK(t->tensors[0].init_expr[1] && !strcmp(t->tensors[0].init_expr[1], "v - 1"));
+  double lo, hi;
+  CHECK(ka_task_init_bounds(t, 0, &t->cases[0], &lo, &hi, err, sizeof err) == KA_OK);
+  CHECK(lo == 0 && hi == 6);
+  CHECK(ka_task_init_bounds(t, 0, &t->cases[1], &lo, &hi, err, sizeof err) == KA_OK);
+  CHECK(hi == 99999);
+  enum { N = 100000 };
+  int32_t *idx = malloc(N * sizeof *idx);
+  int seen[7] = {0}, inrange = 1;
+  ka_fill_input(&t->tensors[0], idx, N, 5, 0, 0);
+  for (int i = 0; i < N; i++) {
+    inrange &= idx[i] >= 0 && idx[i] <= 6;
+    if (idx[i] >= 0 && idx[i] <= 6) seen[idx[i]] = 1;
+  }
+  CHECK(inrange);
+  for (int k = 0; k < 7; k++) CHECK(seen[k]);
+  ka_fill_input(&t->tensors[0], idx, N, 5, 1, 0);
+  int32_t mx = 0, mn = INT32_MAX;
+  for (int i = 0; i < N; i++) mx = idx[i] > mx ? idx[i] : mx, mn = idx[i] < mn ? idx[i] : mn;
+  CHECK(mn >= 0 && mx <= 99999 && mx > 99000); /* the whole table, not a fixed range */
+  free(idx);
+  ka_task_free(t);
+
+  /* bad values: each an error naming the field, with file and line; *out stays NULL */
+  struct {
+    const char *high, *y_extra, *extra, *want1, *want2;
+  } bads[] = {
+      {"\"v - 1\"", ", atol: abc", "", "tensor y: atol", "abc"},
+      {"\"v - 1\"", ", rtol: -1", "", "tensor y: rtol", "-1"},
+      {"\"v - 1\"", ", atol: .inf", "", "tensor y: atol", ".inf"},
+      {"\"w - 1\"", "", "", "tensor idx", "w - 1"},
+      {"\"v - 8\"", "", "", "low 0 > high -1", "case small"},
+      {"\"v - 1\"", "", "nondeterministic: \"\"\n", "nondeterministic", "reason"},
+  };
+  for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+    task_yaml(y, sizeof y, "fam/bad", bads[i].high, bads[i].y_extra, bads[i].extra);
+    write_task(bad, y);
+    ka_task *b = (ka_task *)1;
+    err[0] = 0;
+    int rc = ka_task_load(bad, &b, err, sizeof err);
+    CHECK(rc == KA_EPARSE && b == NULL);
+    CHECK(strstr(err, "task.yaml:") && strstr(err, bads[i].want1) && strstr(err, bads[i].want2));
+    if (!strstr(err, bads[i].want1) || !strstr(err, bads[i].want2))
+      fprintf(stderr, "bad case %zu: %s\n", i, err);
+  }
+  /* an input with atol is refused */
+  task_yaml(y, sizeof y, "fam/bad", "\"v - 1\"", "", "");
+  const char *in = strstr(y, "role: input,") + 12;
+  char y2[2100];
+  snprintf(y2, sizeof y2, "%.*s atol: 0.1,%s", (int)(in - y), y, in);
+  write_task(bad, y2);
+  ka_task *b2 = NULL;
+  CHECK(ka_task_load(bad, &b2, err, sizeof err) == KA_EPARSE && strstr(err, "outputs only"));
+  /* nothing else lost: a registry that skips the bad task keeps the good one intact */
+  ka_registry *r = NULL;
+  CHECK(ka_registry_load(root, 1, &r, err, sizeof err) == KA_OK);
+  CHECK(r && r->ntasks == 1 && !strcmp(r->tasks[0]->id, "fam/good"));
+  if (r && r->ntasks == 1) {
+    ka_task_tolerance(r->tasks[0], 1, &at, &rt);
+    CHECK(at == 0 && rt == 1e-6);
+  }
+  ka_registry_free(r);
+  /* without skipping, the registry fails with the bad task's reason */
+  CHECK(ka_registry_load(root, 0, &r, err, sizeof err) == KA_EPARSE && r == NULL);
+  CHECK(strstr(err, "outputs only") != NULL);
+  ka_rmtree(root);
+}
+
 int main(int argc, char **argv) {
   test_expr();
   test_paths();
   test_data();
   test_tasks(argc > 1 ? argv[1] : "tasks");
+  test_task_fields();
   if (failures) {
     fprintf(stderr, "common_test: %d check(s) failed\n", failures);
     return 1;

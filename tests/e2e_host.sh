@@ -43,6 +43,10 @@ check "embedded baseline step is OK" grep -q "step 1: status OK, compiled yes" "
 # speedup of the unchanged baseline against itself is near 1 (noisy CI machines: 1/3-3)
 sp=$(awk '/geometric-mean speedup/ {sub("x","",$3); print $3}' "$WORK/embedded.out")
 check "baseline speedup near 1 (got $sp)" awk -v s="${sp:-0}" 'BEGIN{exit !(s > 0.33 && s < 3.0)}'
+# every case's timed calls: some verified, drawn after the calls (their outputs were kept)
+check "verified timed calls drawn after the calls, on every case" awk '
+  / timed calls verified / {n++; if ($2 + 0 < 1 || $0 !~ /drawn after the calls/) bad++}
+  END {exit !(n >= 2 && !bad)}' "$WORK/embedded.out"
 
 # 2. A long-running server and executor, and one episode of several steps.
 STATE=$WORK/state

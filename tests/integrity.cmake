@@ -1,15 +1,33 @@
-# Reward integrity on the host backend (docs/integrity.md): adversarial candidates
-# through the executor's own path (worker.c + a real ka-runner), the physics floor,
-# malformed runner results, and the reward of each verdict. Included from
-# tests/CMakeLists.txt.
+# Reward integrity on the host backend (docs/integrity.md): the adversarial submissions
+# of tests/adversarial/manifest.yaml (harness: integrity) through the executor's own path
+# (worker.c + a real ka-runner), the physics floor, malformed runner results, and the
+# reward of each verdict. Included from tests/CMakeLists.txt.
 add_executable(integrity_test ${CMAKE_CURRENT_LIST_DIR}/integrity_test.c
+               ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c
                ${PROJECT_SOURCE_DIR}/gpuexec/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/reference.c
                ${PROJECT_SOURCE_DIR}/envserver/reward.c ${PROJECT_SOURCE_DIR}/gpuexec/sandbox.c)
 target_include_directories(integrity_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
-                           ${PROJECT_SOURCE_DIR}/envserver)
-target_link_libraries(integrity_test PRIVATE ka_common ka_proto ${KA_SECCOMP} Threads::Threads
-                      ${CMAKE_DL_LIBS} m)
+                           ${PROJECT_SOURCE_DIR}/envserver ${CMAKE_CURRENT_LIST_DIR}/adversarial)
+target_link_libraries(integrity_test PRIVATE ka_common ka_proto ${KA_SECCOMP} ${KA_ELF} ${KA_ZLIB}
+                      ${KA_YAML} Threads::Threads ${CMAKE_DL_LIBS} m)
 add_dependencies(integrity_test ka-runner)
 add_test(NAME integrity
          COMMAND integrity_test ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR})
 set_tests_properties(integrity PROPERTIES TIMEOUT 300)
+
+# adversarial_list: the manifest as tab-separated lines for the shell harnesses
+# (tests/sandbox_faults.sh, tests/device/integrity_h200.sh, tests/device/sandbox_h200.sh)
+add_executable(adversarial_list ${CMAKE_CURRENT_LIST_DIR}/adversarial/list.c
+               ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c)
+target_include_directories(adversarial_list PRIVATE ${CMAKE_CURRENT_LIST_DIR}/adversarial)
+target_link_libraries(adversarial_list PRIVATE ka_proto ${KA_YAML})
+# the manifest loads, names known statuses and existing files; a broken one is refused
+add_test(NAME adversarial_manifest
+         COMMAND adversarial_list ${CMAKE_SOURCE_DIR}/tests/adversarial/manifest.yaml none
+                 ${CMAKE_SOURCE_DIR})
+set_tests_properties(adversarial_manifest PROPERTIES TIMEOUT 30)
+add_test(NAME adversarial_manifest_bad
+         COMMAND adversarial_list
+                 ${CMAKE_SOURCE_DIR}/tests/adversarial/testdata/bad_manifest.yaml none)
+set_tests_properties(adversarial_manifest_bad PROPERTIES TIMEOUT 30
+                     PASS_REGULAR_EXPRESSION "bad_manifest.yaml:[0-9]+: name twice is used twice")

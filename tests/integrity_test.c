@@ -1,12 +1,14 @@
-/* Reward integrity on the host backend (docs/integrity.md): every adversarial candidate
- * of tests/candidates/integrity/ is evaluated through the executor's own path
- * (ka_evaluate: worker.c, a real ka-runner, module processes) and must get its expected
- * verdict; the honest candidate must pass before and after them; a task whose physics
- * floor the honest candidate cannot reach is FLAGGED; runners that return no verdict, a
- * malformed one or an OK without timings give INFRA_ERROR; and the reward of every
- * verdict is checked (FLAGGED and INFRA_ERROR are never rewarded).
+/* Reward integrity on the host backend (docs/integrity.md): every run of the adversarial
+ * manifest (tests/adversarial/manifest.yaml) whose harness is `integrity` is evaluated
+ * through the executor's own path (ka_evaluate: worker.c, a real ka-runner, module
+ * processes) and must get its expected verdict, with its text in the verdict or its logs;
+ * the honest candidate runs first and last and must pass both times; a task whose
+ * physics floor the honest candidate cannot reach is FLAGGED; runners that return no
+ * verdict, a malformed one or an OK without timings give INFRA_ERROR; and the reward of
+ * every verdict is checked (FLAGGED and INFRA_ERROR are never rewarded). Prints a table
+ * (run, expected, got, ok) last.
  *
- * usage: integrity_test BIN_DIR SOURCE_DIR */
+ * usage: integrity_test BIN_DIR SOURCE_DIR [RUN_NAME] */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "envserver.h"
 #include "gpuexec.h"
 #include "ka_common.h"
+#include "manifest.h"
 
 /* reward.c's allocation helpers live in server.c; this test links reward.c alone */
 void *es_xrealloc(void *p, size_t n) {
@@ -45,37 +48,18 @@ static int failures;
     printf("\n");        \
   } while (0)
 
-typedef struct expect {
-  const char *file;
-  int status[2];    /* accepted statuses (second 0 if one) */
-  const char *text; /* in the result's message, a case message or flag; NULL: none */
-} expect;
-
-static const expect k_expect[] = {
-    {"honest.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
-    {"zero_inputs.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "changed its input x"},
-    {"scribble_later.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "input x changed during"},
-    {"cache_ptr.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "differ from the baseline's"},
-    {"forge_fd.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
-    {"forge_exit.c", {KERNELARENA__V1__STATUS__RUNTIME_ERROR, 0}, "exited with code 0"},
-    {"timer_patch.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
-    {"nan_sentinel.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
-    {"nan_wild.c", {KERNELARENA__V1__STATUS__INCORRECT, 0}, "NaN/Inf"},
-    {"bg_spin.c", {KERNELARENA__V1__STATUS__FLAGGED, 0}, "work outside the timed calls"},
-    {"bg_async.c", {KERNELARENA__V1__STATUS__INCORRECT, KERNELARENA__V1__STATUS__FLAGGED}, NULL},
-    {"early_reply.c", {KERNELARENA__V1__STATUS__RUNTIME_ERROR, 0}, "answered a call"},
-    {"honest.c", {KERNELARENA__V1__STATUS__OK, 0}, NULL},
-};
-
 static const char *st_name(int st) {
   const ProtobufCEnumValue *v =
       protobuf_c_enum_descriptor_get_value(&kernelarena__v1__status__descriptor, st);
   return v ? v->name : "?";
 }
 
-/* 1 if text occurs in the result's message or in any case's message or flag. */
+/* 1 if text occurs in the result's message, compile or runtime log, or in any case's
+ * message or flag. */
 static int has_text(const Kernelarena__V1__Result *r, const char *text) {
   if (r->message && strstr(r->message, text)) return 1;
+  if (r->compile_log && strstr(r->compile_log, text)) return 1;
+  if (r->runtime_log && strstr(r->runtime_log, text)) return 1;
   for (size_t i = 0; i < r->n_cases; i++) {
     if (r->cases[i]->message && strstr(r->cases[i]->message, text)) return 1;
     if (r->cases[i]->flag && strstr(r->cases[i]->flag, text)) return 1;
@@ -93,7 +77,7 @@ static void evaluate(const ka_exec_config *cfg, const char *task_id, const char 
     exit(2);
   }
   Kernelarena__V1__File f = KERNELARENA__V1__FILE__INIT, *fp = &f;
-  f.path = "gelu.c";
+  f.path = t->source;
   f.content.data = (uint8_t *)text;
   f.content.len = len;
   Kernelarena__V1__Job job = KERNELARENA__V1__JOB__INIT;
@@ -145,38 +129,60 @@ static void fake_runner(const char *path, const char *result_file) {
   if (ka_write_file(path, text, strlen(text)) || chmod(path, 0755)) exit(2);
 }
 
+/* Splits "A|B" into up to two statuses; 0 if a name is not a Status. */
+static int parse_expect(const char *text, int st[2]) {
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", text);
+  st[0] = st[1] = 0;
+  int k = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, "|", &save); tok; tok = strtok_r(NULL, "|", &save)) {
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value_by_name(&kernelarena__v1__status__descriptor, tok);
+    if (!v || k == 2) return 0;
+    st[k++] = v->value;
+  }
+  return k > 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3 && argc != 4) {
-    fprintf(stderr, "usage: integrity_test BIN_DIR SOURCE_DIR [ONLY_CANDIDATE]\n");
+    fprintf(stderr, "usage: integrity_test BIN_DIR SOURCE_DIR [RUN_NAME]\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   const char *bin = argv[1], *src = argv[2];
-  char work[] = "/tmp/ka-integrity-XXXXXX";
-  if (!mkdtemp(work)) return 2;
-  char cmd[4096];
-  /* two task roots: the host GELU as it is, and a copy whose bytes expression puts the
-   * physics floor far above any real time */
-  snprintf(cmd, sizeof cmd,
-           "set -e; mkdir -p %s/tasks/host %s/floor/host %s/cache %s/tmp; "
-           "cp -r %s/tasks/host/gelu %s/tasks/host/; cp -r %s/tasks/host/gelu %s/floor/host/; "
-           "sed -i 's/n1M, n: 1048576}/n64K, n: 65536}/; s/n2M, n: 2097152}/n128K, n: 131075}/' "
-           "%s/tasks/host/gelu/task.yaml "
-           "%s/floor/host/gelu/task.yaml; "
-           "sed -i 's/^bytes: .*/bytes: \"8 * n * 1000000000\"/' %s/floor/host/gelu/task.yaml",
-           work, work, work, work, src, work, src, work, work, work, work);
-  if (system(cmd) != 0) return 2;
-  char err[2048], dir[PATH_MAX];
-  ka_registry *reg = NULL, *floor_reg = NULL;
-  snprintf(dir, sizeof dir, "%s/tasks", work);
-  if (ka_registry_load(dir, 0, &reg, err, sizeof err)) {
+  char mpath[PATH_MAX], err[2048], dir[PATH_MAX];
+  snprintf(mpath, sizeof mpath, "%s/tests/adversarial/manifest.yaml", src);
+  adv_manifest man;
+  if (adv_manifest_load(mpath, &man, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     return 2;
   }
-  snprintf(dir, sizeof dir, "%s/floor", work);
-  if (ka_registry_load(dir, 0, &floor_reg, err, sizeof err)) {
-    fprintf(stderr, "%s\n", err);
-    return 2;
+  char work[] = "/tmp/ka-integrity-XXXXXX";
+  if (!mkdtemp(work)) return 2;
+  char cmd[8192];
+  /* three task roots: the host tasks as shipped (GELU with smaller cases), the same with
+   * the import allow-list opened (allowed_imports: ["*"], for the layers behind it), and
+   * a GELU whose bytes expression puts the physics floor far above any real time */
+  snprintf(cmd, sizeof cmd,
+           "set -e; mkdir -p %s/tasks/host %s/floor/host %s/cache %s/tmp; "
+           "cp -r %s/tasks/host/gelu %s/tasks/host/matmul_f32 %s/tasks/host/; "
+           "sed -i 's/n1M, n: 1048576}/n64K, n: 65536}/; s/n2M, n: 2097152}/n128K, n: 131075}/' "
+           "%s/tasks/host/gelu/task.yaml; "
+           "cp -r %s/tasks/host/gelu %s/floor/host/; cp -r %s/tasks %s/any; "
+           "for y in %s/any/host/*/task.yaml; do printf 'allowed_imports: [\"*\"]\\n' >>$y; done; "
+           "sed -i 's/^bytes: .*/bytes: \"8 * n * 1000000000\"/' %s/floor/host/gelu/task.yaml",
+           work, work, work, work, src, src, work, work, work, work, work, work, work, work);
+  if (system(cmd) != 0) return 2;
+  ka_registry *reg = NULL, *any_reg = NULL, *floor_reg = NULL;
+  const char *roots[] = {"tasks", "any", "floor"};
+  ka_registry **regs[] = {&reg, &any_reg, &floor_reg};
+  for (int i = 0; i < 3; i++) {
+    snprintf(dir, sizeof dir, "%s/%s", work, roots[i]);
+    if (ka_registry_load(dir, 0, regs[i], err, sizeof err)) {
+      fprintf(stderr, "%s\n", err);
+      return 2;
+    }
   }
   char runner[PATH_MAX], cache[PATH_MAX], tmp[PATH_MAX];
   char absbin[PATH_MAX];
@@ -185,47 +191,66 @@ int main(int argc, char **argv) {
   snprintf(cache, sizeof cache, "%s/cache", work);
   snprintf(tmp, sizeof tmp, "%s/tmp", work);
   ka_exec_config cfg = {.runner_path = runner, .cache_dir = cache, .tmp_dir = tmp, .tasks = reg};
+  ka_exec_config any_cfg = cfg;
+  any_cfg.tasks = any_reg;
 
-  /* 1. adversarial candidates, the honest one first and last */
+  /* 1. the manifest's runs, in order (the honest candidate first and last) */
   double honest_sp[2] = {0, 0};
-  int nhonest = 0;
-  for (size_t i = 0; i < sizeof k_expect / sizeof k_expect[0]; i++) {
-    const expect *e = &k_expect[i];
-    if (argc == 4 && strcmp(e->file, argv[3])) continue;
+  int nhonest = 0, nruns = 0;
+  char table[16384] = "";
+  size_t tlen = 0;
+  for (int i = 0; i < man.n; i++) {
+    const adv_run *e = &man.runs[i];
+    if (strcmp(e->harness, "integrity")) continue;
+    if (argc == 4 && strcmp(e->name, argv[3])) continue;
+    nruns++;
+    int want[2];
+    CHECK(parse_expect(e->expect, want) && !strcmp(e->backend, "host") && e->timeout_s == 0,
+          "%s: a host run with known expected statuses (%s)", e->name, e->expect);
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/tests/candidates/integrity/%s", src, e->file);
+    snprintf(path, sizeof path, "%s/%s", src, e->file);
     Kernelarena__V1__Result res;
-    evaluate(&cfg, "host/gelu", path, &res);
+    evaluate(strcmp(e->imports, "any") ? &cfg : &any_cfg, e->task, path, &res);
     int st = (int)res.status;
-    int st_ok = st == e->status[0] || (e->status[1] && st == e->status[1]);
-    CHECK(st_ok, "%s: %s (expected %s%s%s) %s", e->file, st_name(res.status), st_name(e->status[0]),
-          e->status[1] ? " or " : "", e->status[1] ? st_name(e->status[1]) : "",
-          res.message ? res.message : "");
-    if (e->text) CHECK(has_text(&res, e->text), "%s: the verdict says \"%s\"", e->file, e->text);
-    if (!st_ok || argc == 4) printf("%s", res.runtime_log ? res.runtime_log : "");
+    int st_ok = st == want[0] || (want[1] && st == want[1]);
+    CHECK(st_ok, "%s (%s, imports %s): %s (expected %s) %s", e->name, e->file, e->imports,
+          st_name(res.status), e->expect, res.message ? res.message : "");
+    int text_ok = !e->text || has_text(&res, e->text);
+    if (e->text) CHECK(text_ok, "%s: the verdict or its logs say \"%s\"", e->name, e->text);
+    if (!st_ok || !text_ok || argc == 4)
+      printf("%s%s", res.compile_log ? res.compile_log : "",
+             res.runtime_log ? res.runtime_log : "");
     if (res.status == KERNELARENA__V1__STATUS__OK) {
       int verified = 1;
       for (size_t k = 0; k < res.n_cases; k++)
         if (res.cases[k]->verified_calls < 1 || res.cases[k]->candidate_wall_ms <= 0) verified = 0;
-      CHECK(verified && res.n_cases == 2, "%s: every case has verified timed calls", e->file);
+      CHECK(verified && res.n_cases >= 1, "%s: every case has verified timed calls", e->name);
     }
-    if (!strcmp(e->file, "honest.c") && res.status == KERNELARENA__V1__STATUS__OK && nhonest < 2)
+    if (!strncmp(e->name, "honest", 6) && res.status == KERNELARENA__V1__STATUS__OK && nhonest < 2)
       honest_sp[nhonest++] = res.geomean_speedup;
-    if (!strcmp(e->file, "forge_fd.c"))
+    if (!strncmp(e->name, "forge_fd", 8))
       CHECK(!(res.runtime_log && strstr(res.runtime_log, "forge_fd: reached")),
-            "forge_fd.c: no descriptor or /proc path of the runner was writable");
-    if (!strcmp(e->file, "timer_patch.c")) {
+            "%s: no descriptor or /proc path of the runner was writable", e->name);
+    if (!strcmp(e->name, "timer_patch")) {
       int slow = res.n_cases == 2;
       for (size_t k = 0; k < res.n_cases; k++)
         if (!(res.cases[k]->candidate_ms >= 30.0)) slow = 0;
       CHECK(slow,
-            "timer_patch.c: its 30 ms sleep is in the measured time (the patched clocks "
+            "timer_patch: its 30 ms sleep is in the measured time (the patched clocks "
             "are not the runner's)");
     }
-    check_reward(e->file, &res);
+    check_reward(e->name, &res);
+    if (tlen < sizeof table - 256)
+      tlen += (size_t)snprintf(table + tlen, sizeof table - tlen, "%-18s %-20s %-18s %-15s %s\n",
+                               e->name, e->task, e->expect, st_name(res.status),
+                               st_ok && text_ok ? "ok" : "MISMATCH");
     ka_result_clear(&res);
   }
-  if (argc == 4) return failures ? 1 : 0;
+  CHECK(nruns > 0, "the manifest has %d runs for this harness", nruns);
+  if (argc == 4) {
+    adv_manifest_free(&man);
+    return failures ? 1 : 0;
+  }
   CHECK(nhonest == 2 && honest_sp[0] > 0 && honest_sp[1] > 0,
         "the honest candidate passes before and after the adversarial ones (speedups %.3f, "
         "%.3f)",
@@ -236,7 +261,7 @@ int main(int argc, char **argv) {
     ka_exec_config fc = cfg;
     fc.tasks = floor_reg;
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/tests/candidates/integrity/honest.c", src);
+    snprintf(path, sizeof path, "%s/tests/adversarial/host/honest.c", src);
     Kernelarena__V1__Result res;
     evaluate(&fc, "host/gelu", path, &res);
     CHECK(res.status == KERNELARENA__V1__STATUS__FLAGGED && has_text(&res, "physics floor"),
@@ -270,7 +295,7 @@ int main(int argc, char **argv) {
       ka_exec_config xc = cfg;
       xc.runner_path = fake;
       char path[PATH_MAX];
-      snprintf(path, sizeof path, "%s/tests/candidates/integrity/honest.c", src);
+      snprintf(path, sizeof path, "%s/tests/adversarial/host/honest.c", src);
       Kernelarena__V1__Result res;
       evaluate(&xc, "host/gelu", path, &res);
       CHECK(res.status == KERNELARENA__V1__STATUS__INFRA_ERROR && res.geomean_speedup == 0,
@@ -282,9 +307,14 @@ int main(int argc, char **argv) {
   }
 
   ka_registry_free(reg);
+  ka_registry_free(any_reg);
   ka_registry_free(floor_reg);
+  adv_manifest_free(&man);
   snprintf(cmd, sizeof cmd, "rm -rf %s", work);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work);
+  printf("\n%-18s %-20s %-18s %-15s %s\n%s", "run", "task", "expected", "got", "ok", table);
+  printf("honest speedup before / after the adversarial runs: %.3f / %.3f\n", honest_sp[0],
+         honest_sp[1]);
   if (failures == 0) printf("integrity: all checks passed\n");
   return failures ? 1 : 0;
 }

@@ -216,20 +216,32 @@ static const char hip_src[] =
     "  (void)hipGridDim_x; (void)hipThreadIdx_y; (void)hipBlockIdx_z;\n"
     "}\n";
 
-/* (f) the runner's trusted compare kernels (trusted_kernels.h) compile for sm_90 and every
- * width's kernel is in the image; the backend has copy_device and compare_device. */
+/* (f) the runner's trusted kernels (trusted_kernels.h: the compares of every width and the
+ * keyed checksum) compile for sm_90 and each is in the image; the backend has
+ * copy_device, compare_device and checksum_device; the host checksum is keyed (another
+ * key, another sum) and sees a one-bit change in a word and in a tail byte. */
 static void check_trusted(const ka_backend_ops *be) {
-  check(be->copy_device && be->compare_device, "device staging ops",
-        "copy_device %s, compare_device %s", be->copy_device ? "set" : "NULL",
-        be->compare_device ? "set" : "NULL");
+  check(be->copy_device && be->compare_device && be->checksum_device, "device staging ops",
+        "copy_device %s, compare_device %s, checksum_device %s", be->copy_device ? "set" : "NULL",
+        be->compare_device ? "set" : "NULL", be->checksum_device ? "set" : "NULL");
   ka_source src = src_of("ka_trusted_kernels.cu", ka_trusted_kernels_src);
   char *log = NULL, err[1024];
-  int rc = compile1(be, "cuda", "sm_90", &src, 1, ka_trusted_cmp_names, KA_TRUSTED_CMP_WIDTHS, &log,
-                    err, sizeof err);
-  check(rc == KA_OK, "trusted compare kernels", "%d kernels for sm_90: %s%s%s",
-        KA_TRUSTED_CMP_WIDTHS, rc ? ka_strerror(rc) : "compiled", rc ? ": " : "",
+  int rc = compile1(be, "cuda", "sm_90", &src, 1, ka_trusted_kernel_names, KA_TRUSTED_NKERNELS,
+                    &log, err, sizeof err);
+  check(rc == KA_OK, "trusted kernels", "%d kernels for sm_90: %s%s%s", KA_TRUSTED_NKERNELS,
+        rc ? ka_strerror(rc) : "compiled", rc ? ": " : "",
         rc ? (err[0] ? err : last_line(log)) : "");
   free(log);
+  unsigned char d[23];
+  for (int i = 0; i < 23; i++) d[i] = (unsigned char)(i * 37 + 5);
+  uint64_t s0 = ka_trusted_sum_host(d, 23, 7), s1 = ka_trusted_sum_host(d, 23, 8);
+  d[9] ^= 0x10;
+  uint64_t s2 = ka_trusted_sum_host(d, 23, 7);
+  d[9] ^= 0x10, d[22] ^= 0x01;
+  uint64_t s3 = ka_trusted_sum_host(d, 23, 7);
+  check(s0 != s1 && s0 != s2 && s0 != s3, "host checksum",
+        "keyed %s, word change %s, tail change %s", s0 != s1 ? "yes" : "NO",
+        s0 != s2 ? "seen" : "MISSED", s0 != s3 ? "seen" : "MISSED");
 }
 
 /* (g) with a device: copy_device and compare_device on real memory: equal and unequal
@@ -264,6 +276,31 @@ static void check_device_staging(const ka_backend_ops *be, ka_backend_ctx *ctx) 
     if (rc == KA_OK && off == 0) rc = be->compare_device(ctx, b, 0, a, 0, N, &e3);
     check(rc == KA_OK && !e3, "device compare sees a change", "offset %zu: equal %d", off, e3);
     ok = rc == KA_OK;
+  }
+  /* the trusted checksum equals the host's over lengths with every tail (0 to 3 bytes),
+   * at an offset, and changes with one changed byte */
+  static const size_t lens[] = {4, 5, 6, 7, 1000, 4096 + 3, N - 16};
+  for (size_t k = 0; ok && k < sizeof lens / sizeof lens[0]; k++) {
+    uint64_t got = 1, key = 0x1234567ULL * (k + 1);
+    int rc = be->checksum_device(ctx, a, 16, lens[k], key, &got);
+    uint64_t want = ka_trusted_sum_host(h + 16, lens[k], key);
+    check(rc == KA_OK && got == want, "device checksum", "%zu bytes: %s, %#llx vs host %#llx",
+          lens[k], rc ? be->last_error(ctx) : "ok", (unsigned long long)got,
+          (unsigned long long)want);
+    ok = rc == KA_OK;
+  }
+  if (ok) {
+    uint64_t before = 0, after = 0;
+    unsigned char x = (unsigned char)(h[16 + 999] ^ 0x80);
+    int rc = be->checksum_device(ctx, a, 16, 1000, 99, &before);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, a + 16 + 999, &x, 1);
+    if (rc == KA_OK) rc = be->checksum_device(ctx, a, 16, 1000, 99, &after);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, a + 16 + 999, &h[16 + 999], 1);
+    check(rc == KA_OK && before != after, "device checksum sees a change", "%#llx -> %#llx",
+          (unsigned long long)before, (unsigned long long)after);
+    uint64_t z = 1;
+    rc = be->checksum_device(ctx, a, 3, 8, 1, &z);
+    check(rc == KA_EINVAL, "device checksum refuses an unaligned address", "rc %d", rc);
   }
   int e0 = 0;
   int rc = be->compare_device(ctx, a, 0, b, 0, 0, &e0);

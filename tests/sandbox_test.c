@@ -1,6 +1,7 @@
 /* Unit tests of the evaluation sandbox (gpuexec/sandbox.c): the include allowlist, the
- * supervisor's report, and the seccomp and Landlock layers applied in child processes.
- * usage: sandbox_test */
+ * supervisor's report, the seccomp and Landlock layers applied in child processes, and,
+ * given the source tree, the import allow-list of module mode.
+ * usage: sandbox_test [SOURCE_DIR] */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -238,10 +239,142 @@ static void test_layers(void) {
   ka_rmtree(wd);
 }
 
-int main(void) {
+/* Builds text into dir/name.so the way the host backend builds a candidate; 0 on success. */
+static int build_so(const char *dir, const char *name, const char *text, char *so, size_t solen) {
+  char c[4096], cmd[8192];
+  snprintf(c, sizeof c, "%s/%s.c", dir, name);
+  snprintf(so, solen, "%s/%s.so", dir, name);
+  if (ka_write_file(c, text, strlen(text))) return -1;
+  snprintf(cmd, sizeof cmd, "cc -std=gnu11 -O2 -shared -fPIC -o '%s' '%s' -lm -lpthread", so, c);
+  return system(cmd);
+}
+
+/* The import allow-list of module mode (docs/integrity.md, item 12). */
+static void test_imports(const char *src) {
+  char dir[] = "/tmp/ka-imports-XXXXXX", so[4096], err[512], *log = NULL;
+  if (!mkdtemp(dir)) {
+    CHECK(0, "imports: temporary folder");
+    return;
+  }
+  /* the default list: every host baseline passes with its own task's list */
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "ls -d %s/tasks/host/*/ > %s/tasks.txt", src, dir);
+  char *tasks = NULL, path[4096];
+  snprintf(path, sizeof path, "%s/tasks.txt", dir);
+  int nb = 0;
+  if (system(cmd) == 0 && ka_read_file(path, 1 << 20, &tasks, NULL) == KA_OK) {
+    for (char *save = NULL, *d = strtok_r(tasks, "\n", &save); d; d = strtok_r(NULL, "\n", &save)) {
+      ka_task *t = NULL;
+      char *text = NULL, bpath[4096];
+      if (ka_task_load(d, &t, err, sizeof err) != KA_OK) {
+        CHECK(0, "imports: load %s: %s", d, err);
+        continue;
+      }
+      snprintf(bpath, sizeof bpath, "%s/baseline/%s", d, t->source);
+      int ok = ka_read_file(bpath, 1 << 20, &text, NULL) == KA_OK &&
+               build_so(dir, "baseline", text, so, sizeof so) == 0;
+      int bad = ok ? ka_import_check(so, t, &log) : -1;
+      CHECK(ok && bad == 0, "imports: the baseline of %s imports only what the task allows %s",
+            t->id, log ? log : "");
+      free(log), log = NULL, free(text);
+      ka_task_free(t);
+      nb++;
+    }
+  }
+  free(tasks);
+  CHECK(nb >= 10, "imports: %d host baselines checked", nb);
+
+  /* refused imports, each named in the log; weak ones too */
+  static const char evil[] =
+      "void *dlopen(const char *, int); void *dlsym(void *, const char *);\n"
+      "long syscall(long, ...); int fork(void); int socket(int, int, int);\n"
+      "extern int execve(const char *, char *const[], char *const[]) __attribute__((weak));\n"
+      "void f(float *y) { y[0] = (float)(long)dlopen(0, 0) + (float)(long)dlsym(0, 0) +\n"
+      "  (float)syscall(39) + (float)fork() + (float)socket(2, 1, 0) + (execve ? 1.0f : 0.0f); }\n";
+  int bad = build_so(dir, "evil", evil, so, sizeof so) == 0 ? ka_import_check(so, NULL, &log) : -1;
+  CHECK(bad == 6, "imports: six refused imports found (got %d)", bad);
+  const char *names[] = {"imports dlopen,", "imports dlsym,",  "imports syscall,",
+                         "imports fork,",   "imports socket,", "imports execve (weak),"};
+  for (int i = 0; i < 6; i++)
+    CHECK(log && strstr(log, names[i]), "imports: the log names \"%s\"", names[i]);
+  free(log), log = NULL;
+
+  /* the task's lists: denied_imports wins over the default list, allowed_imports adds */
+  ka_task t;
+  memset(&t, 0, sizeof t);
+  t.id = "test/task";
+  char *deny[] = {"memset", "cblas_*"}, *allow[] = {"dl*", "cblas_sgemm"};
+  memcpy(t.denied_imports, deny, sizeof deny);
+  memcpy(t.allowed_imports, allow, sizeof allow);
+  t.ndenied_imports = 2;
+  t.nallowed_imports = 2;
+  CHECK(ka_import_allowed(NULL, "memset") && !ka_import_allowed(&t, "memset"),
+        "imports: memset is on the default list, and denied_imports removes it");
+  CHECK(!ka_import_allowed(NULL, "dlopen") && ka_import_allowed(&t, "dlopen"),
+        "imports: allowed_imports adds dlopen");
+  CHECK(!ka_import_allowed(&t, "cblas_sgemm"), "imports: denied_imports wins over allowed_imports");
+  CHECK(ka_import_allowed(NULL, "expf") && ka_import_allowed(NULL, "pthread_mutex_lock") &&
+            !ka_import_allowed(NULL, "execve") && !ka_import_allowed(NULL, "open") &&
+            !ka_import_allowed(NULL, "memfd_create") && !ka_import_allowed(NULL, "login") &&
+            !ka_import_allowed(NULL, "truncate") && ka_import_allowed(NULL, "truncf"),
+        "imports: the default globs cover libm and threads, not exec, open, memfd_create, login, "
+        "truncate");
+  static const char blas[] =
+      "void cblas_sgemm(int, int, int, int, int, int, float, const float *, int, const float *,\n"
+      "  int, float, float *, int);\n"
+      "void g(const float *a, float *c) { cblas_sgemm(101, 111, 111, 1, 1, 1, 1, a, 1, a, 1, 0,\n"
+      "  c, 1); }\n";
+  bad = build_so(dir, "blas", blas, so, sizeof so) == 0 ? ka_import_check(so, &t, &log) : -1;
+  CHECK(bad == 1 && log && strstr(log, "cblas_sgemm") && strstr(log, "test/task"),
+        "imports: a denied BLAS symbol is refused, naming the symbol and the task");
+  free(log), log = NULL;
+
+  /* task.yaml: the lists are parsed; bad patterns and rtc tasks are refused with the line */
+  struct {
+    const char *task, *lines, *err; /* err NULL: loads */
+  } ty[] = {
+      {"host/gelu", "allowed_imports: [\"dl*\", sqrtf]\ndenied_imports: memset\n", NULL},
+      {"host/gelu", "allowed_imports: [\"dlopen; rm\"]\n", "patterns are symbol names"},
+      {"host/gelu", "denied_imports: {a: b}\n", "must be a list"},
+      {"cuda2cuda/gelu", "allowed_imports: [\"*\"]\n", "applies to mode module only"},
+  };
+  for (int i = 0; i < 4; i++) {
+    ka_task *tt = NULL;
+    snprintf(cmd, sizeof cmd,
+             "rm -rf %s/t && cp -r %s/tasks/%s %s/t && printf '%%s' '%s' >> %s/t/task.yaml", dir,
+             src, ty[i].task, dir, ty[i].lines, dir);
+    snprintf(path, sizeof path, "%s/t", dir);
+    int rc = system(cmd) == 0 ? ka_task_load(path, &tt, err, sizeof err) : -1;
+    if (!ty[i].err)
+      CHECK(rc == KA_OK && tt->nallowed_imports == 2 && !strcmp(tt->allowed_imports[1], "sqrtf") &&
+                tt->ndenied_imports == 1 && !strcmp(tt->denied_imports[0], "memset") &&
+                !ka_import_allowed(tt, "memset") && ka_import_allowed(tt, "dlclose"),
+            "imports: task.yaml lists parsed (%s)", rc ? err : "");
+    else
+      CHECK(rc == KA_EPARSE && strstr(err, ty[i].err) && strstr(err, "task.yaml:"),
+            "imports: task.yaml refused: %s", rc ? err : "(loaded)");
+    ka_task_free(tt);
+  }
+
+  /* fail closed: a file that is no ELF object */
+  snprintf(path, sizeof path, "%s/junk.so", dir);
+  bad = ka_write_file(path, "not an ELF file", 15) == KA_OK ? ka_import_check(path, NULL, &log) : 0;
+  CHECK(bad > 0 && log && strstr(log, "cannot read"), "imports: a file that is no ELF is refused");
+  free(log), log = NULL;
+  /* not armed (no ka_sandbox_candidate in this process): the baseline is not checked */
+  snprintf(so, sizeof so, "%s/evil.so", dir);
+  CHECK(ka_sandbox_module_imports(so, &log) == 0 && !log,
+        "imports: the check is off until the runner arms it for the candidate");
+  ka_rmtree(dir);
+}
+
+int main(int argc, char **argv) {
   test_includes();
   test_report();
   test_layers();
+  /* with the source tree (ctest passes it): the import allow-list, which builds modules
+   * with the C compiler and reads the host tasks */
+  if (argc > 1) test_imports(argv[1]);
   printf(failures ? "sandbox_test: %d FAILED\n" : "sandbox_test: all passed\n", failures);
   return failures ? 1 : 0;
 }

@@ -2,11 +2,13 @@
 # `envctl validate` against deliberately broken task fixtures (tests/tasks-bad/host/*):
 # each must FAIL with the right check and reason, while the checks it does not break
 # still PASS; plus the exit codes (0 / 1 / 2, --strict), the report files (text and
-# JSON) and the tags column of `envctl tasks`.
-# usage: validate_test.sh BIN_DIR SOURCE_DIR
+# JSON), the tags column of `envctl tasks`, per-output tolerances and `nondeterministic`
+# (tests/fixtures/validate/host/*), and TASK arguments outside --tasks.
+# usage: validate_test.sh BIN_DIR SOURCE_DIR [PART]   PART: base, fields or all (default)
 set -u
 BIN=$1
 SRC=$2
+PART=${3:-all}
 WORK=$(mktemp -d /tmp/ka-validate-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 fail=0
@@ -21,6 +23,7 @@ has() { # has TASK REGEX: a line of TASK's block matches REGEX
   section "$1" | grep -Eq "$2"
 }
 
+if [ "$PART" != fields ]; then
 # usage and help
 "$BIN/envctl" validate --help > "$WORK/help.txt" 2>&1
 check "validate --help exits 0 and lists the options" test $? -eq 0
@@ -94,9 +97,54 @@ check "baseline times per case are in the report" grep -Eq '^    host +n_odd +he
   --min-time-us 1e12 --strict > /dev/null 2>&1
 check "--strict turns the WARN into exit 1" test $? -eq 1
 
+fi # base
+
+if [ "$PART" != base ]; then
+# per-output tolerances and `nondeterministic` (tests/fixtures/validate/host/*); --reps 20
+# makes host/verdict_flip's timed run call its baseline over 30 times, the others fewer
+"$BIN/envctl" validate --tasks "$SRC/tests/fixtures/validate" --seeds 2 --reps 20 --warmup 0 \
+  --quiet --report "$WORK/fx.txt" > /dev/null 2> "$WORK/fx-stderr.txt"
+rc=$?
+fx() { awk -v t="== $1:" 'index($0, t) == 1 {on = 1; print; next} /^== /{on = 0} on' "$WORK/fx.txt" |
+  grep -Eq "$2"; }
+check "fixtures/validate: exit status 1 (out_tolerance and verdict_flip FAIL)" test $rc -eq 1
+check "nondet_declared: errors differ between runs, declared -> repeatable PASS, says so" \
+  fx host/nondet_declared '^  PASS repeatable@host +same verdict .*errors differ, as the task declares \(nondeterministic: the baseline scales'
+check "nondet_declared: the task passes as a whole" fx host/nondet_declared '^== host/nondet_declared: PASS'
+check "nondet_undeclared: the same baseline undeclared -> repeatable WARN naming the field" \
+  fx host/nondet_undeclared '^  WARN repeatable@host +same verdict, but .*nondeterministic:'
+check "verdict_flip: declared, but the verdict differs -> repeatable FAIL" \
+  fx host/verdict_flip '^  FAIL repeatable@host +two runs on seed 0x[0-9a-f]+ disagree: status INCORRECT then OK'
+check "out_tolerance: z misses its own rtol 1e-6 -> baseline_correct FAIL naming z" \
+  fx host/out_tolerance '^  FAIL baseline_correct@host +seed 0x[0-9a-f]+: INCORRECT: case a: z: [0-9]+ of [0-9]+ elements differ'
+fx_not() { ! fx "$@"; }
+check "out_tolerance: y (task-wide tolerance) is not blamed" \
+  fx_not host/out_tolerance '^  FAIL baseline_correct@host .* y: [0-9]+ of'
+check "out_tolerance: y is checked at all (the pattern matches verdict_flip's y)" \
+  fx host/verdict_flip '^  FAIL baseline_correct@host .*( y: [0-9]+ of|elements of y)'
+check "out_tolerance: canned outputs judged with z's tolerance still fail" \
+  fx host/out_tolerance '^  PASS canned_constant +constant outputs .* fail all 12 judgements'
+
+# a TASK argument outside the task folder is refused before anything loads
+(cd "$SRC/tasks" && "$BIN/envctl" validate --tasks "$SRC/tests/tasks-bad" ../tasks/host/gelu) \
+  > "$WORK/out.txt" 2> "$WORK/out-err.txt"
+rc=$?
+check "a folder outside --tasks: usage error (exit 2)" test $rc -eq 2
+check "... with a reason naming the folder and the task folder" grep -Eq \
+  "'../tasks/host/gelu' \(.*/tasks/host/gelu\) is outside the task folder .*tests/tasks-bad" \
+  "$WORK/out-err.txt"
+check "... and nothing validated (no report, no progress line)" \
+  sh -c "test ! -s '$WORK/out.txt' && ! grep -q '^validate: ' '$WORK/out-err.txt'"
+"$BIN/envctl" validate --tasks "$SRC/tasks" host/gelu nosuch/task > "$WORK/out.txt" 2> "$WORK/out-err.txt"
+rc=$?
+check "an unknown id among good ones: exit 2, nothing validated" \
+  sh -c "test $rc -eq 2 && test ! -s '$WORK/out.txt' && grep -q \"'nosuch/task' is neither a task id\" '$WORK/out-err.txt'"
+
+fi # fields
+
 if [ $fail -ne 0 ]; then
-  echo "--- report of the broken fixtures"
-  cat "$WORK/bad.txt"
-  cat "$WORK/stderr.txt"
+  for f in bad.txt stderr.txt fx.txt fx-stderr.txt out-err.txt; do
+    [ -f "$WORK/$f" ] && { echo "--- $f"; cat "$WORK/$f"; }
+  done
 fi
 exit $fail

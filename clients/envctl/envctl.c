@@ -52,7 +52,8 @@ static void ec_usage(FILE *f) {
           "                        $TMPDIR/kernelarena-ws-XXXXXX)\n"
           "  --timeout S           per-request timeout in seconds (default 900)\n"
           "  --agent-timeout S     per-run limit of a command agent (default 600)\n"
-          "  --verbose             show server and executor logs\n");
+          "  --verbose             show server and executor logs, and each step's whole\n"
+          "                        runtime log (the runner's timings per case and phase)\n");
 }
 
 int ec_print_error(const char *what, const Kernelarena__V1__Response *r) {

@@ -127,7 +127,7 @@ static double ec_component(const Kernelarena__V1__StepResponse *s, const char *k
   return dflt;
 }
 
-static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
+static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int verbose) {
   const Kernelarena__V1__Observation *o = s->observation;
   int compiled = ec_component(s, "compiled", 0) > 0;
   printf("\nstep %d: status %s, compiled %s, reward %.2f%s%s\n", step, ka_status_name(o->status),
@@ -145,15 +145,25 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s) {
              c->candidate_ms, c->speedup);
       if (!c->correct && c->message && *c->message) printf("      %s\n", c->message);
     }
+    /* the integrity checks' figures (docs/integrity.md): which timed calls were verified
+     * against the baseline, and the physics floor */
+    for (size_t i = 0; i < o->n_cases; i++) {
+      const Kernelarena__V1__CaseResult *c = o->cases[i];
+      if (c->timed_calls <= 0) continue;
+      printf("  %-10s %d of %d timed calls verified (drawn %s the calls), floor %.4g ms\n", c->name,
+             c->verified_calls, c->timed_calls, c->verified_after_calls ? "after" : "before",
+             c->floor_ms);
+    }
   }
   double g = ec_component(s, "speedup_geomean", NAN);
   if (!isnan(g) && o->status == KERNELARENA__V1__STATUS__OK)
     printf("  geometric-mean speedup %.3fx\n", g);
   if (o->status == KERNELARENA__V1__STATUS__COMPILE_ERROR)
     ec_print_log("compiler log", o->compile_log, 30);
-  if (o->status == KERNELARENA__V1__STATUS__RUNTIME_ERROR ||
-      o->status == KERNELARENA__V1__STATUS__OOM ||
-      o->status == KERNELARENA__V1__STATUS__TIMEOUT)
+  if (verbose)
+    ec_print_log("runtime log", o->runtime_log, 200);
+  else if (o->status == KERNELARENA__V1__STATUS__RUNTIME_ERROR ||
+           o->status == KERNELARENA__V1__STATUS__OOM || o->status == KERNELARENA__V1__STATUS__TIMEOUT)
     ec_print_log("runtime log", o->runtime_log, 20);
   if (o->telemetry && o->telemetry->valid)
     printf("  telemetry: SM %d MHz, memory %d MHz, %d C, %.0f W\n", o->telemetry->sm_clock_mhz,
@@ -297,7 +307,7 @@ int ec_episode(ka_client *c, const ec_opts *o) {
       exit_code = 1;
       break;
     }
-    ec_print_step(step + 1, sr->step);
+    ec_print_step(step + 1, sr->step, o->verbose);
     last_reward = sr->step->reward;
     int done = sr->step->terminated || sr->step->truncated;
     ka_client_free_response(sr);
