@@ -213,7 +213,7 @@ extern const char *const es_reward_component_keys[];
 extern const int es_reward_ncomponent_keys;
 
 /* Computes the AgentKernelArena score of a Result into out (caller frees with
- * es_reward_free): COMPILE_ERROR 0; INCORRECT, RUNTIME_ERROR, TIMEOUT 20; OK
+ * es_reward_free): COMPILE_ERROR 0; INCORRECT, RUNTIME_ERROR, TIMEOUT, OOM 20; OK
  * 120 + 100 x geomean_speedup. Returns KA_EINVAL for INFRA_ERROR or an unknown status
  * (the step must not be counted); out is then empty. Held-out cases are skipped. */
 int es_reward_compute(const es_pb_result *r, es_reward *out);

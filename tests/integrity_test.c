@@ -304,6 +304,45 @@ int main(int argc, char **argv) {
       check_reward(what[k], &res);
       ka_result_clear(&res);
     }
+    /* an OOM verdict of the runner reaches the result as OOM and scores as a failure (20,
+     * compiled, not correct); a status beyond the known ones is INFRA_ERROR */
+    int sts[2] = {KERNELARENA__V1__STATUS__OOM, KERNELARENA__V1__STATUS__OOM + 1};
+    for (int k = 0; k < 2; k++) {
+      char file[PATH_MAX];
+      snprintf(file, sizeof file, "%s/status-%d.bin", work, sts[k]);
+      Kernelarena__V1__RunnerResult sr = KERNELARENA__V1__RUNNER_RESULT__INIT;
+      sr.status = (Kernelarena__V1__Status)sts[k];
+      sr.message = "case n64K: allocating scratch: device out of memory";
+      uint8_t sb[256];
+      size_t sn = kernelarena__v1__runner_result__pack(&sr, sb);
+      if (ka_write_file(file, sb, sn)) return 2;
+      fake_runner(fake, file);
+      ka_exec_config xc = cfg;
+      xc.runner_path = fake;
+      char path[PATH_MAX];
+      snprintf(path, sizeof path, "%s/tests/adversarial/host/honest.c", src);
+      Kernelarena__V1__Result res;
+      evaluate(&xc, "host/gelu", path, &res);
+      int want = k ? KERNELARENA__V1__STATUS__INFRA_ERROR : KERNELARENA__V1__STATUS__OOM;
+      CHECK((int)res.status == want, "runner says status %d: %s (expected %s)", sts[k],
+            st_name(res.status), st_name(want));
+      es_reward rw;
+      int rrc = es_reward_compute(&res, &rw);
+      if (!k) {
+        double compiled = -1, correct = -1;
+        for (int q = 0; rrc == KA_OK && q < rw.n; q++) {
+          if (!strcmp(rw.keys[q], "compiled")) compiled = rw.values[q];
+          if (!strcmp(rw.keys[q], "correct")) correct = rw.values[q];
+        }
+        CHECK(rrc == KA_OK && rw.reward == 20.0 && compiled == 1 && correct == 0,
+              "OOM scores as a failure: reward %.2f, compiled %.0f, correct %.0f", rw.reward,
+              compiled, correct);
+      } else {
+        CHECK(rrc != KA_OK, "an unknown status is never scored");
+      }
+      if (rrc == KA_OK) es_reward_free(&rw);
+      ka_result_clear(&res);
+    }
   }
 
   ka_registry_free(reg);
