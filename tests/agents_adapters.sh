@@ -161,8 +161,39 @@ cp "$KA_WORKSPACE/../steps/1/gelu.c" /dev/null && sed -i "/^broken$/d; s/erf(/er
   check "command: ListTasks through the proxy is refused" sh -c "grep -q 'only Step (envctl step), State of this episode and Health' '$OUT/agent.stderr' && grep -q 'tasks-rc=1' '$OUT/transcript.txt'"
   check "command: a step of another episode is refused" sh -c "grep -q 'belongs to episode' '$OUT/agent.stderr' && grep -q 'other-episode-rc=1' '$OUT/transcript.txt'"
   jcheck "command: refusals recorded no step" "$E" "len(d['steps'])==2"
-  AGENT --adapter nosuch --out "$WORK/bad" >"$WORK/bad.out" 2>&1
-  check "unknown adapter: usage error (exit 2)" [ $? -eq 2 ]
+  # agent configs that cannot run, and a server that is not there: refused before any
+  # request, so the server records no episode and no --out folder is made
+  nep() { "$BIN/envctl" export --server "$URL" --run default --no-files | wc -l; }
+  n0=$(nep)
+  bad() { # bad NAME EXIT TEXT ARGS...: exit code, the message, nothing recorded
+    name=$1 want=$2 text=$3
+    shift 3
+    AGENT --out "$WORK/bad-$name" "$@" >"$WORK/bad-$name.out" 2>&1
+    rc=$?
+    check "$name: exit $want, says '$text', no --out folder" \
+      sh -c "[ $rc -eq $want ] && grep -qF \"\$1\" '$WORK/bad-$name.out' && [ ! -e '$WORK/bad-$name' ]" _ "$text" ||
+      cat "$WORK/bad-$name.out"
+  }
+  bad "unknown adapter" 2 "unknown adapter 'bogus:x' (claude_code, codex, cursor, command, replay)" \
+    --adapter bogus:x
+  bad "command adapter without a command" 2 "adapter command needs command: CMD" --adapter command
+  bad "a CLI that is not installed" 2 "adapter codex: the agent CLI 'no-such-codex' was not found on PATH" \
+    --adapter codex --set bin=no-such-codex
+  bad "replay of a missing path" 2 "replay $WORK/nope: no such path" --adapter replay \
+    --set "replay=$WORK/nope"
+  bad "replay of a folder without steps" 2 "no recorded steps (neither steps/1/ nor 1/ there)" \
+    --adapter replay --set "replay=$WORK"
+  # (n0 >= 1: the command episode above is in the store, so the count is a real one)
+  check "refused configs: the server recorded no episode (still $n0)" \
+    sh -c "[ $n0 -ge 1 ] && [ \$1 -eq $n0 ]" _ "$(nep)"
+  # an unreachable --server: says which address, and how to start one (in seconds, not
+  # after the 900 s request timeout)
+  "$BIN/envctl" agent --server "ipc://$WORK/no-server.ipc" --task host/gelu --set "command=envctl step" \
+    --out "$WORK/bad-server" >"$WORK/bad-server.out" 2>&1
+  rc=$?
+  cat "$WORK/bad-server.out"
+  check "unreachable --server: exit 1, names the address, suggests starting a server, no --out folder" \
+    sh -c "[ $rc -eq 1 ] && grep -qF 'cannot reach an envserver at ipc://$WORK/no-server.ipc: no answer within 10 s. Is it running? Start one' '$WORK/bad-server.out' && [ ! -e '$WORK/bad-server' ]"
   ;;
 replay)
   # a recording: step 1 does not compile, step 2 is the erff version
@@ -204,9 +235,12 @@ PY
   check "replay (export JSONL): exits 0" [ $? -eq 0 ]
   jcheck "replay (export JSONL): the chosen episode's 3 steps in order" "$WORK/replay4/episode.json" \
     "[s['status'] for s in d['steps']]==['OK','COMPILE_ERROR','OK']"
-  AGENT --adapter replay --set "replay=$WORK/nope" --out "$WORK/replay3" >"$WORK/r3.out" 2>&1
-  check "replay of a missing path: exit 0 but no steps, recorded with the reason" \
-    python3 -c "import json;d=json.load(open('$WORK/replay3/episode.json'));assert d['status']=='no_steps' and d['reward']==0 and 'no such path' in d['agent']['error']"
+  # a JSONL recording without any step's files: read only once the episode runs, so
+  # recorded with the reason
+  echo '{"episode": "a header line without files"}' >"$WORK/nofiles.jsonl"
+  AGENT --adapter replay --set "replay=$WORK/nofiles.jsonl" --out "$WORK/replay3" >"$WORK/r3.out" 2>&1
+  check "replay of a recording without files: exit 0 but no steps, recorded with the reason" \
+    python3 -c "import json;d=json.load(open('$WORK/replay3/episode.json'));assert d['status']=='no_steps' and d['reward']==0 and 'no recorded steps with files' in d['agent']['error'], d.get('agent')"
   ;;
 timeout)
   OUT=$WORK/hang

@@ -174,4 +174,13 @@ check "a second run with the same id is refused (exit 2), nothing overwritten" \
 printf 'agent: {adapter: nope}\ntasks: [host]\n' >"$WORK/bad.yaml"
 "$BIN/envctl" run --config "$WORK/bad.yaml" --server "$URL" --runs-dir "$WORK/runs" >"$WORK/bad.out" 2>&1
 check "a config with an unknown adapter is refused (exit 2)" sh -c "[ $? -eq 2 ] && grep -q 'agent.adapter must be' '$WORK/bad.out'"
+printf 'run: r-bad\nagent: {adapter: command}\ntasks: [host]\n' >"$WORK/bad2.yaml"
+"$BIN/envctl" run --config "$WORK/bad2.yaml" --server "$URL" --runs-dir "$WORK/runs" >"$WORK/bad2.out" 2>&1
+check "a command agent without a command is refused before the run starts (exit 2, no run folder)" \
+  sh -c "[ $? -eq 2 ] && grep -q 'agent: adapter command needs command: CMD' '$WORK/bad2.out' && [ ! -e '$WORK/runs/r-bad' ]"
+sed 's/^run: r1$/run: r-unreachable/' "$WORK/run.yaml" >"$WORK/unreach.yaml"
+"$BIN/envctl" run --config "$WORK/unreach.yaml" --server "ipc://$WORK/no-server.ipc" \
+  --runs-dir "$WORK/runs" >"$WORK/unreach.out" 2>&1
+check "an unreachable --server: exit 1, names the address and how to start a server, no run folder" \
+  sh -c "[ $? -eq 1 ] && grep -q 'cannot reach an envserver at ipc://$WORK/no-server.ipc: no answer within 10 s. Is it running? Start one' '$WORK/unreach.out' && [ ! -e '$WORK/runs/r-unreachable' ]"
 exit $fail

@@ -14,3 +14,10 @@ set_tests_properties(agents_mcp PROPERTIES TIMEOUT 300)
 add_test(NAME agents_run
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/agents_run.sh ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR})
 set_tests_properties(agents_run PROPERTIES TIMEOUT 480)
+# Issue 6's "done when" chain: configs/experiment-host-{a,b}.yaml run (A stopped with
+# SIGTERM and resumed), compared (verdict better, interval above 0), reported and
+# rendered in headless Chromium.
+add_test(NAME agents_experiment
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/agents_experiment.sh ${CMAKE_BINARY_DIR}/bin
+          ${CMAKE_SOURCE_DIR})
+set_tests_properties(agents_experiment PROPERTIES TIMEOUT 420)

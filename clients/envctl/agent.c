@@ -507,6 +507,83 @@ int ec_adapter_known(const char *name) {
   return 0;
 }
 
+/* 1 if prog can be executed: a path with '/' as it is, else a name on dir (the agent's
+ * first PATH entry: envctl's folder) or on $PATH, as execvp would find it. */
+static int ec_cli_found(const char *prog, const char *dir) {
+  if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+  const char *path = getenv("PATH");
+  ka_sb all = {0};
+  ka_sb_printf(&all, "%s:%s", dir, path ? path : "/usr/bin:/bin");
+  int found = 0;
+  for (char *save = NULL, *d = strtok_r(all.s, ":", &save); d && !found;
+       d = strtok_r(NULL, ":", &save)) {
+    char p[PATH_MAX * 2];
+    snprintf(p, sizeof p, "%s/%s", *d ? d : ".", prog);
+    struct stat st;
+    found = stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+  }
+  ka_sb_free(&all);
+  return found;
+}
+
+int ec_adapter_check(const json_t *cfg, char *err, size_t errlen) {
+  const char *adapter = ec_cfg_str(cfg, "adapter", "command");
+  if (!ec_adapter_known(adapter))
+    return ka_seterr(err, errlen, KA_EINVAL,
+                     "unknown adapter '%s' (claude_code, codex, cursor, command, replay)", adapter);
+  if (!strcmp(adapter, "command")) {
+    const char *cmd = ec_cfg_str(cfg, "command", NULL);
+    if (!cmd || !*cmd)
+      return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
+    return KA_OK;
+  }
+  struct stat st;
+  if (!strcmp(adapter, "replay")) {
+    const char *src = ec_cfg_str(cfg, "replay", NULL);
+    if (!src || !*src)
+      return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
+    if (stat(src, &st) != 0)
+      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
+    if (S_ISDIR(st.st_mode)) {
+      char a[PATH_MAX + 16], b[PATH_MAX + 16];
+      snprintf(a, sizeof a, "%s/steps/1", src);
+      snprintf(b, sizeof b, "%s/1", src);
+      if (stat(a, &st) != 0 && stat(b, &st) != 0)
+        return ka_seterr(err, errlen, KA_ENOENT,
+                         "replay %s: no recorded steps (neither steps/1/ nor 1/ there)", src);
+    } else if (access(src, R_OK) != 0) {
+      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: %s", src, strerror(errno));
+    }
+    return KA_OK;
+  }
+  const char *bin = ec_cfg_str(cfg, "bin",
+                               !strcmp(adapter, "claude_code") ? "claude"
+                               : !strcmp(adapter, "codex")     ? "codex"
+                                                               : "cursor-agent");
+  char exe[PATH_MAX] = ".";
+  ka_exe_dir(exe, sizeof exe);
+  if (!ec_cli_found(bin, exe))
+    return ka_seterr(err, errlen, KA_ENOENT,
+                     "adapter %s: the agent CLI '%s' was not found on PATH (install it, or "
+                     "name it with bin: PATH)",
+                     adapter, bin);
+  return KA_OK;
+}
+
+int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen) {
+  int wait_ms = timeout_s > 0 && timeout_s < 10 ? timeout_s * 1000 : 10000;
+  char why[512];
+  int rc = ka_client_open_timeout(url, wait_ms, out, why, sizeof why);
+  if (rc == KA_ETIMEDOUT)
+    return ka_seterr(err, errlen, rc,
+                     "cannot reach an envserver at %s: no answer within %d s. Is it running? "
+                     "Start one (envserver --state DIR --tasks DIR, and gpuexec --server "
+                     "ipc://DIR/exec.ipc), or leave out --server to start one for this command",
+                     url, wait_ms / 1000);
+  if (rc) return ka_seterr(err, errlen, rc, "cannot connect to %s: %s", url, why);
+  return KA_OK;
+}
+
 typedef struct ec_argv {
   char *v[96];
   int n;
@@ -864,11 +941,8 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
                           best ? "best" : "last", "max_steps", max_steps, "started_at", started);
   json_t *steps = NULL;
   ka_mkdirs(rq->out_dir);
-  if (!ec_adapter_known(adapter)) {
-    snprintf(err, sizeof err, "unknown adapter '%s' (claude_code, codex, cursor, command, replay)",
-             adapter);
-    goto fail;
-  }
+  /* a config that cannot run fails here, before Reset: no episode on the server */
+  if (ec_adapter_check(agent_cfg, err, sizeof err)) goto fail;
   /* reset */
   char steps_buf[32];
   snprintf(steps_buf, sizeof steps_buf, "%d", max_steps);
@@ -1295,25 +1369,11 @@ int ec_agent_main(int argc, char **argv) {
             optind < argc ? "unexpected argument" : "needs --task ID (see `envctl tasks`)");
     goto out;
   }
-  if (!ec_adapter_known(ec_cfg_str(cfg, "adapter", "command"))) {
-    fprintf(stderr, "envctl agent: unknown adapter '%s'\n", ec_cfg_str(cfg, "adapter", ""));
+  /* before any request and before --out is made: nothing is recorded */
+  if (ec_adapter_check(cfg, err, sizeof err)) {
+    fprintf(stderr, "envctl agent: %s\n", err);
     goto out;
   }
-  char outbuf[PATH_MAX];
-  if (!out) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(outbuf, sizeof outbuf, "%s/kernelarena-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(outbuf)) {
-      perror("mkdtemp");
-      rc = 1;
-      goto out;
-    }
-    out = outbuf;
-  }
-  char absout[PATH_MAX];
-  ka_mkdirs(out);
-  if (!realpath(out, absout)) snprintf(absout, sizeof absout, "%s", out);
-  rq.out_dir = absout;
   char tbuf[PATH_MAX];
   o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
   ec_agent_install_signals();
@@ -1327,6 +1387,29 @@ int ec_agent_main(int argc, char **argv) {
     }
     url = emb.url;
   }
+  /* the server answers before --out is made: an unreachable one leaves nothing behind */
+  ka_client *cl;
+  if (ec_server_open(url, rq.timeout_s, &cl, err, sizeof err)) {
+    fprintf(stderr, "envctl agent: %s\n", err);
+    rc = 1;
+    goto stop;
+  }
+  char outbuf[PATH_MAX];
+  if (!out) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(outbuf, sizeof outbuf, "%s/kernelarena-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(outbuf)) {
+      perror("mkdtemp");
+      ka_client_close(cl);
+      rc = 1;
+      goto stop;
+    }
+    out = outbuf;
+  }
+  char absout[PATH_MAX];
+  ka_mkdirs(out);
+  if (!realpath(out, absout)) snprintf(absout, sizeof absout, "%s", out);
+  rq.out_dir = absout;
   if (rq.held_out) {
     char tp[PATH_MAX];
     snprintf(tp, sizeof tp, "%s/admin.token", emb.state);
@@ -1334,11 +1417,7 @@ int ec_agent_main(int argc, char **argv) {
     if (!token) fprintf(stderr, "envctl agent: held-out scoring: %s\n", err);
     rq.admin_token = token;
   }
-  ka_client *cl;
-  if (ka_client_open(url, &cl, err, sizeof err)) {
-    fprintf(stderr, "envctl agent: %s\n", err);
-    rc = 1;
-  } else {
+  {
     json_t *res = ec_agent_episode(cl, cfg, &rq);
     ka_client_close(cl);
     const char *st = json_string_value(json_object_get(res, "status"));
@@ -1370,6 +1449,7 @@ int ec_agent_main(int argc, char **argv) {
     rc = !strcmp(st, "error") || !strcmp(st, "interrupted") ? 1 : 0;
     json_decref(res);
   }
+stop:
   if (!o.server) ec_embedded_stop(&emb, 0);
 out:
   if (token) memset(token, 0, strlen(token));

@@ -341,6 +341,13 @@ int ec_run_main(int argc, char **argv) {
       json_decref(cfg);
       return 2;
     }
+    /* an agent that cannot run (no command, no recording, CLI not installed) is refused
+     * before the run folder exists, not recorded as every episode failing */
+    if (ec_adapter_check(agent, err, sizeof err)) {
+      fprintf(stderr, "envctl run: %s: agent: %s\n", config, err);
+      json_decref(cfg);
+      return 2;
+    }
     json_t *sel = json_object_get(cfg, "tasks");
     if (json_is_string(sel)) json_object_set_new(cfg, "tasks", json_pack("[O]", sel));
     if (!json_is_array(json_object_get(cfg, "tasks"))) {
@@ -394,10 +401,12 @@ int ec_run_main(int argc, char **argv) {
       fprintf(stderr, "envctl run: --resume %s: no run folder with run.json at %s\n", resume, dir);
       return 2;
     }
+    if (ec_adapter_check(json_object_get(cfg, "agent"), err, sizeof err)) {
+      fprintf(stderr, "envctl run: --resume %s: agent: %s\n", resume, err);
+      json_decref(cfg);
+      return 2;
+    }
   }
-  ka_mkdirs(dir);
-  char absdir[PATH_MAX];
-  if (!realpath(dir, absdir)) snprintf(absdir, sizeof absdir, "%s", dir);
 
   char tbuf[PATH_MAX];
   o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
@@ -423,10 +432,14 @@ int ec_run_main(int argc, char **argv) {
       fprintf(stderr, "envctl run: held-out scoring: %s; held_out records the error\n", err);
   }
   ka_client *cl;
-  if (ka_client_open(url, &cl, err, sizeof err)) {
+  if (ec_server_open(url, timeout_s, &cl, err, sizeof err)) {
     fprintf(stderr, "envctl run: %s\n", err);
     goto out;
   }
+  /* made once the server answers: an unreachable server leaves no empty run folder */
+  ka_mkdirs(dir);
+  char absdir[PATH_MAX];
+  if (!realpath(dir, absdir)) snprintf(absdir, sizeof absdir, "%s", dir);
   json_t *plan = NULL;
   if (resume) {
     char p[PATH_MAX + 32];
