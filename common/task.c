@@ -531,6 +531,14 @@ static int task_parse(ty_doc *d, ka_task *t) {
       return ty_fail(d, nd, "'nondeterministic' must give the reason (a sentence)%s", "");
     t->nondeterministic = strdup(why);
   }
+  yaml_node_t *fi = ty_get(d, root, "fresh_inputs");
+  if (fi) {
+    const char *v = ty_scalar(fi);
+    if (v && !strcmp(v, "true"))
+      t->fresh_inputs = 1;
+    else if (!v || strcmp(v, "false"))
+      return ty_fail(d, fi, "'fresh_inputs' must be true or false%s", "");
+  }
   return KA_OK;
 }
 

@@ -6,7 +6,8 @@
  *   backends, description, params [{name, type: i32|i64}],
  *   tensors [{name, dtype, shape: [expr...], role: input|output, init: {dist,...}}],
  *   tolerance {atol, rtol} (an output tensor may override either with its own
- *   atol/rtol), nondeterministic (a reason), cases / held_out [{name, <param>: value...}],
+ *   atol/rtol), nondeterministic (a reason), fresh_inputs (true|false),
+ *   cases / held_out [{name, <param>: value...}],
  *   editable [files], source (file compiled), launch_plan (rtc: editable file),
  *   entry {symbol, args} (module), reference {symbol}, timeout_s, bytes, flops,
  *   tags [words] (optional, at most KA_MAX_TAGS), allowed_imports / denied_imports
@@ -104,6 +105,10 @@ typedef struct ka_task {
   /* `nondeterministic: REASON`: the baseline's outputs may differ bitwise between two
    * runs on one seed (e.g. float atomics); NULL when the task is bitwise repeatable */
   char *nondeterministic;
+  /* `fresh_inputs: true`: every timed call gets newly drawn inputs, never a rotation of
+   * the worker's, however large they are (gpuexec/runner.c; for ops whose output a
+   * rotation of the input does not change, e.g. a histogram, docs/integrity.md 3) */
+  int fresh_inputs;
   /* module mode: glob patterns (fnmatch) of imported symbols the built shared object may
    * use besides the default list (`allowed_imports:`), and patterns it may not use even
    * when on the default list (`denied_imports:`; wins); gpuexec/sandbox.h */

@@ -350,6 +350,15 @@ static void rn_free_bufs(rn_state *s, rn_case_bufs *b) {
  * when there is no room) the draw is made before the calls from the secret seed and the
  * verified calls are compared as they run. */
 #define RN_KEEP_MAX_BYTES ((size_t)8 << 30)
+/* Fresh inputs (docs/integrity.md, property 3): a case whose inputs have at most this
+ * many elements in all, or a task that sets fresh_inputs, gets newly drawn inputs for
+ * every warm-up and timed call (ka_fill_input from a secret seed per call, on the host
+ * path); larger inputs get the worker's inputs rotated by a secret offset, which costs
+ * no drawing. A rotation leaves every element's value in the tensor: a submission can
+ * cache an elementwise result and find the rotation, or an op that ignores order (a
+ * histogram) can return a cached result, so the cheap rotation is kept only where
+ * drawing every call would cost more than the evaluation itself. */
+#define RN_FRESH_MAX_ELEMS ((int64_t)1 << 22)
 #define RN_KEEP_MAX_HOST_BYTES ((size_t)2 << 30) /* the same, kept in host memory */
 
 /* Elements of got that differ from want (both tensor i's dtype, n elements) beyond `slack`
@@ -547,6 +556,24 @@ static double rn_peak_tflops(const ka_device_info *d) {
   return (double)d->multiprocessors * d->clock_mhz * 1e6 * per / 1e12;
 }
 
+/* Host path: fills h->stage with what call number `call` (0 is the first warm-up call)
+ * gets: each input newly drawn from the task's init distribution with a seed of the call
+ * (fresh; tcase = the case's index in t->cases) or the worker's input maps[i] rotated by
+ * offs[i]; each output's poison pool rotated by offs[i]. */
+static void rn_stage_host(const ka_task *t, const rn_case_bufs *b, rn_host *h, void *const *maps,
+                          const int64_t *offs, int fresh, uint64_t fresh_seed, int tcase,
+                          int call) {
+  for (int i = 0; i < t->ntensors; i++) {
+    int in = t->tensors[i].role == KA_ROLE_INPUT;
+    if (in && fresh)
+      ka_fill_input(&t->tensors[i], h->stage[i], b->elems[i], ka_mix64(fresh_seed, (uint64_t)call),
+                    tcase, i);
+    else
+      rn_rotate(h->stage[i], in ? maps[i] : h->pool[i], b->elems[i], offs[i],
+                ka_dtype_size(t->tensors[i].dtype));
+  }
+}
+
 /* Physics floor of a case in ms: the larger of task bytes over RN_FLOOR_MARGIN x the
  * device's peak bandwidth and task flops over RN_FLOOR_MARGIN x its peak tensor rate
  * (rn_peak_tflops); either is 0 when the task or the device gives no figure. *what is set
@@ -603,6 +630,21 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
   /* device path: the backend can copy and compare on the device, so every call is staged
    * and checked there (rn_prepare_call, rn_check_inputs); host path otherwise */
   int dev = s->be->copy_device && s->be->compare_device;
+  /* fresh inputs every call (RN_FRESH_MAX_ELEMS): drawn on the host, so the host path */
+  int tcase = -1;
+  for (int k = 0; k < t->ncases + t->nheld && tcase < 0; k++)
+    if (!strcmp(t->cases[k].name, c.name)) tcase = k;
+  int64_t in_elems = 0;
+  for (int i = 0; i < t->ntensors; i++) {
+    int64_t e = 0;
+    char e2[64];
+    if (t->tensors[i].role == KA_ROLE_INPUT &&
+        ka_task_tensor_elems(t, i, &c, &e, e2, sizeof e2) == KA_OK)
+      in_elems += e;
+  }
+  int fresh = tcase >= 0 && (t->fresh_inputs || in_elems <= RN_FRESH_MAX_ELEMS);
+  uint64_t fresh_seed = ka_mix64(job->poison_seed, 0x6672657368000000ULL + (uint64_t)ci);
+  if (fresh) dev = 0;
   int64_t offs[KA_MAX_TENSORS] = {0}; /* rotation of each tensor in this repetition */
   double ph_upload = 0, ph_stage = 0, ph_flush = 0, ph_calls = 0, ph_checks = 0, tp;
   double ph0 = ka_now_s();
@@ -827,9 +869,7 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
   for (int r = -warm; r < reps && rc == KA_OK; r++) {
     tp = ka_now_s();
     rn_offsets(t, &b, rot_seed, r + warm, offs);
-    for (int i = 0; i < t->ntensors && !dev; i++)
-      rn_rotate(h.stage[i], t->tensors[i].role == KA_ROLE_INPUT ? maps[i] : h.pool[i], b.elems[i],
-                offs[i], ka_dtype_size(t->tensors[i].dtype));
+    if (!dev) rn_stage_host(t, &b, &h, maps, offs, fresh, fresh_seed, tcase, r + warm);
     ph_stage += ka_now_s() - tp;
     /* kept outputs: every timed call alike, the draw comes after the last one */
     int verify = !kept && r >= 0 && ((ka_mix64(ver_seed, (uint64_t)r) & 3) == 0 || r == reps - 1);
@@ -944,9 +984,7 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
   for (int r = 0; r < reps && kept && rc == KA_OK; r++) {
     if (!((ka_mix64(draw, (uint64_t)r) & 3) == 0 || r == reps - 1)) continue;
     rn_offsets(t, &b, rot_seed, r + warm, offs);
-    for (int i = 0; i < t->ntensors && !dev; i++)
-      rn_rotate(h.stage[i], t->tensors[i].role == KA_ROLE_INPUT ? maps[i] : h.pool[i], b.elems[i],
-                offs[i], ka_dtype_size(t->tensors[i].dtype));
+    if (!dev) rn_stage_host(t, &b, &h, maps, offs, fresh, fresh_seed, tcase, r + warm);
     rc = rn_prepare_call(s, &impl[0], 0, &b, h.stage, dev, offs, 0);
     for (int i = 0; i < impl[0].plan->nlaunches && rc == KA_OK; i++)
       rc = s->be->launch(s->ctx, impl[0].mod, &ls[0][i]);
@@ -1012,10 +1050,12 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
                  cr->floor_ms, verified, reps, kept ? "after" : "before", busy, idle);
     ka_sb_printf(
         &s->log,
-        "[kernelarena] case %s phases (%s staging, %d calls): setup and upload %.1f ms, staging "
+        "[kernelarena] case %s phases (%s staging, %s inputs, %d calls): setup and upload %.1f "
+        "ms, staging "
         "%.1f ms, cache flush %.1f ms, calls %.1f ms, checks %.1f ms, case %.1f ms\n",
-        c.name, dev ? "device" : "host", 2 * (warm + reps), ph_upload * 1e3, ph_stage * 1e3,
-        ph_flush * 1e3, ph_calls * 1e3, ph_checks * 1e3, (ka_now_s() - ph0) * 1e3);
+        c.name, dev ? "device" : "host", fresh ? "fresh" : "rotated", 2 * (warm + reps),
+        ph_upload * 1e3, ph_stage * 1e3, ph_flush * 1e3, ph_calls * 1e3, ph_checks * 1e3,
+        (ka_now_s() - ph0) * 1e3);
     if (busy > RN_IDLE_FRACTION * timed_total + RN_IDLE_SLACK_MS)
       snprintf(flag, sizeof flag,
                "the submitted code used %.1f ms of CPU time while none of its calls was running "

@@ -233,7 +233,7 @@ static void test_task_fields(void) {
   snprintf(good, sizeof good, "%s/fam/good", root);
   snprintf(bad, sizeof bad, "%s/fam/bad", root);
   task_yaml(y, sizeof y, "fam/good", "\"v - 1\"", ", atol: 0, rtol: 1.0e-6",
-            "nondeterministic: \"float atomics add in any order\"\n");
+            "nondeterministic: \"float atomics add in any order\"\nfresh_inputs: true\n");
   write_task(good, y);
   ka_task *t = NULL;
   CHECK(ka_task_load(good, &t, err, sizeof err) == KA_OK);
@@ -248,6 +248,7 @@ static void test_task_fields(void) {
   ka_task_tolerance(t, 2, &at, &rt); /* z: the task's */
   CHECK(at == 0.01 && rt == 0.02);
   CHECK(t->nondeterministic && !strcmp(t->nondeterministic, "float atomics add in any order"));
+  CHECK(t->fresh_inputs == 1);
   /* the judge with each output's tolerance: 1e-4 relative passes z's, fails y's */
   double ref[3] = {1.0, 2.0, 4.0};
   float out[3] = {1.0001f, 2.0002f, 4.0004f};
@@ -290,6 +291,7 @@ static void test_task_fields(void) {
       {"\"w - 1\"", "", "", "tensor idx", "w - 1"},
       {"\"v - 8\"", "", "", "low 0 > high -1", "case small"},
       {"\"v - 1\"", "", "nondeterministic: \"\"\n", "nondeterministic", "reason"},
+      {"\"v - 1\"", "", "fresh_inputs: sometimes\n", "fresh_inputs", "true or false"},
   };
   for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
     task_yaml(y, sizeof y, "fam/bad", bads[i].high, bads[i].y_extra, bads[i].extra);

@@ -161,18 +161,20 @@ int main(int argc, char **argv) {
   char work[] = "/tmp/ka-integrity-XXXXXX";
   if (!mkdtemp(work)) return 2;
   char cmd[8192];
-  /* three task roots: the host tasks as shipped (GELU with smaller cases), the same with
+  /* three task roots: host tasks as shipped (gelu with smaller cases, matmul_f32,
+   * histogram), the same with
    * the import allow-list opened (allowed_imports: ["*"], for the layers behind it), and
    * a GELU whose bytes expression puts the physics floor far above any real time */
   snprintf(cmd, sizeof cmd,
            "set -e; mkdir -p %s/tasks/host %s/floor/host %s/cache %s/tmp; "
-           "cp -r %s/tasks/host/gelu %s/tasks/host/matmul_f32 %s/tasks/host/; "
+           "cp -r %s/tasks/host/gelu %s/tasks/host/matmul_f32 %s/tasks/host/histogram "
+           "%s/tasks/host/; "
            "sed -i 's/n1M, n: 1048576}/n64K, n: 65536}/; s/n2M, n: 2097152}/n128K, n: 131075}/' "
            "%s/tasks/host/gelu/task.yaml; "
            "cp -r %s/tasks/host/gelu %s/floor/host/; cp -r %s/tasks %s/any; "
            "for y in %s/any/host/*/task.yaml; do printf 'allowed_imports: [\"*\"]\\n' >>$y; done; "
            "sed -i 's/^bytes: .*/bytes: \"8 * n * 1000000000\"/' %s/floor/host/gelu/task.yaml",
-           work, work, work, work, src, src, work, work, work, work, work, work, work, work);
+           work, work, work, work, src, src, src, work, work, work, work, work, work, work, work);
   if (system(cmd) != 0) return 2;
   ka_registry *reg = NULL, *any_reg = NULL, *floor_reg = NULL;
   const char *roots[] = {"tasks", "any", "floor"};
