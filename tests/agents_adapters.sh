@@ -183,6 +183,10 @@ cp "$KA_WORKSPACE/../steps/1/gelu.c" /dev/null && sed -i "/^broken$/d; s/erf(/er
     --set "replay=$WORK/nope"
   bad "replay of a folder without steps" 2 "no recorded steps (neither steps/1/ nor 1/ there)" \
     --adapter replay --set "replay=$WORK"
+  bad "a misspelt setting" 2 "unknown agent setting 'tmeout_s'" --adapter command \
+    --set "command=envctl step" --set tmeout_s=5
+  bad "a timeout that is not a number" 2 "agent setting timeout_s must be a whole number" \
+    --adapter command --set "command=envctl step" --set timeout_s=abc
   # (n0 >= 1: the command episode above is in the store, so the count is a real one)
   check "refused configs: the server recorded no episode (still $n0)" \
     sh -c "[ $n0 -ge 1 ] && [ \$1 -eq $n0 ]" _ "$(nep)"

@@ -526,7 +526,46 @@ static int ec_cli_found(const char *prog, const char *dir) {
   return found;
 }
 
+/* The agent settings docs/agents.md lists; any other key is a typo, refused. */
+static const char *const ec_agent_keys[] = {
+    "adapter",   "model",     "effort", "permission_mode", "sandbox",     "force",
+    "mcp",       "bin",       "args",   "command",         "replay",      "replay_episode",
+    "timeout_s", "max_steps", "reward", "final_eval",      "stream_json", NULL};
+
 int ec_adapter_check(const json_t *cfg, char *err, size_t errlen) {
+  const char *key;
+  json_t *val;
+  json_object_foreach((json_t *)cfg, key, val) {
+    int known = 0;
+    for (int i = 0; ec_agent_keys[i] && !known; i++) known = !strcmp(key, ec_agent_keys[i]);
+    if (!known)
+      return ka_seterr(err, errlen, KA_EINVAL,
+                       "unknown agent setting '%s' (adapter, model, effort, permission_mode, "
+                       "sandbox, force, mcp, bin, args, command, replay, replay_episode, "
+                       "timeout_s, max_steps, reward, final_eval, stream_json; docs/agents.md)",
+                       key);
+  }
+  /* whole positive numbers: "abc" or 0 must not become an agent killed at once */
+  static const char *const ints[] = {"timeout_s", "max_steps"};
+  for (int i = 0; i < 2; i++) {
+    json_t *v = json_object_get(cfg, ints[i]);
+    if (!v) continue;
+    long long n = 0;
+    char *end = NULL;
+    if (json_is_integer(v))
+      n = json_integer_value(v);
+    else if (json_is_string(v))
+      n = strtoll(json_string_value(v), &end, 10);
+    if (!(json_is_integer(v) || (json_is_string(v) && end && !*end && *json_string_value(v))) ||
+        n <= 0 || n > 1000000)
+      return ka_seterr(err, errlen, KA_EINVAL,
+                       "agent setting %s must be a whole number from 1 to 1000000", ints[i]);
+  }
+  json_t *cv = json_object_get(cfg, "command");
+  if (cv && !json_is_string(cv))
+    return ka_seterr(err, errlen, KA_EINVAL,
+                     "agent setting command must be a shell command (text); quote it in YAML, "
+                     "e.g. command: \"true\"");
   const char *adapter = ec_cfg_str(cfg, "adapter", "command");
   if (!ec_adapter_known(adapter))
     return ka_seterr(err, errlen, KA_EINVAL,
@@ -1240,7 +1279,8 @@ const char *ec_find_tasks_dir(const char *given, char *buf, size_t len) {
 }
 
 /* Sets key=value in an agent config object (value parsed as YAML would be: integers
- * and booleans become numbers and booleans). */
+ * and booleans become numbers and booleans, except for the settings that are always
+ * text, e.g. command=true is the shell command `true`). */
 int ec_cfg_set(json_t *cfg, const char *kv) {
   const char *eq = strchr(kv, '=');
   if (!eq || eq == kv) return KA_EINVAL;
@@ -1249,7 +1289,14 @@ int ec_cfg_set(json_t *cfg, const char *kv) {
   char *end;
   long long n = strtoll(v, &end, 10);
   json_t *jv;
-  if (*v && !*end)
+  /* settings that are always text, whatever they look like ("command=true") */
+  static const char *const text_keys[] = {"command", "bin",    "model",          "effort",
+                                          "replay",  "reward", "replay_episode", NULL};
+  int text = 0;
+  for (int i = 0; text_keys[i] && !text; i++) text = !strcmp(key, text_keys[i]);
+  if (text)
+    jv = json_string(v);
+  else if (*v && !*end)
     jv = json_integer(n);
   else if (!strcmp(v, "true") || !strcmp(v, "false"))
     jv = json_boolean(!strcmp(v, "true"));
