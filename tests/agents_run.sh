@@ -9,33 +9,7 @@ set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 WORK=$(mktemp -d /tmp/ka-run-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${RUN_PID:-}" ] && kill "$RUN_PID" 2>/dev/null
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() {
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
-# jcheck DESC FILE EXPR [SHOW]: EXPR over d = the JSON of FILE; on failure prints SHOW
-# (a Python expression, default d) so that the log says what was there
-jcheck() {
-  check "$1" python3 -c "
-import json,sys
-try:
-    d=json.load(open(sys.argv[1]))
-    ok=bool($3)
-except Exception as e:
-    d=None; ok=False; print('  (%s: %s)' % (sys.argv[1], e))
-if not ok and d is not None: print('  ' + json.dumps(${4:-d})[:1500])
-sys.exit(0 if ok else 1)" "$2"
-}
+. "$SRC/tests/agents_lib.sh" # fail, cleanup on exit, check, jcheck
 
 mkdir -p "$WORK/tasks/host"
 cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
