@@ -19,7 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KA_BACKEND_API_VERSION 1
+/* 2: fill_device and close_device (device-drawn inputs, comparison on the device) */
+#define KA_BACKEND_API_VERSION 2
 
 typedef uint64_t ka_devptr; /* device address (host backend: a host pointer) */
 
@@ -47,13 +48,15 @@ typedef struct ka_telemetry {
   double power_w;
 } ka_telemetry;
 
-typedef enum ka_arg_kind { KA_ARG_PTR, KA_ARG_I32, KA_ARG_I64 } ka_arg_kind;
+/* KA_ARG_F64 is for the backends' own trusted kernels; launch plans give no doubles. */
+typedef enum ka_arg_kind { KA_ARG_PTR, KA_ARG_I32, KA_ARG_I64, KA_ARG_F64 } ka_arg_kind;
 typedef struct ka_arg {
   ka_arg_kind kind;
   union {
     ka_devptr ptr;
     int32_t i32;
     int64_t i64;
+    double f64;
   } v;
 } ka_arg;
 
@@ -83,6 +86,16 @@ typedef struct ka_compile_req {
   const char *workdir; /* private scratch directory for temporary files */
   double timeout_s;    /* external compilers are killed after this */
 } ka_compile_req;
+
+/* What fill_device draws: `elems` elements of dtype (a ka_dtype code) from dist (a
+ * ka_dist code, or KA_FILL_POISON for poison) with its numbers a,
+ * b (normal: mean, std; uniform and integers: low, high), under a secret 64-bit key. */
+#define KA_FILL_POISON 3 /* ka_fill.dist: poison, not values (trusted_kernels.h) */
+typedef struct ka_fill {
+  int dtype, dist;
+  double a, b;
+  uint64_t key;
+} ka_fill;
 
 typedef struct ka_backend_ctx ka_backend_ctx; /* backend-owned, opaque */
 typedef struct ka_module ka_module;           /* compiled and loaded code */
@@ -164,6 +177,28 @@ typedef struct ka_backend_ops {
    * the answer. Errors as compare_device; *sum is then 0. */
   int (*checksum_device)(ka_backend_ctx *ctx, ka_devptr p, size_t off, size_t bytes, uint64_t key,
                          uint64_t *sum);
+
+  /* Device-drawn inputs (docs/integrity.md, properties 3 and 5). Both optional; the
+   * runner draws inputs on the device only when fill_device, close_device and the three
+   * staging slots above are all set, else on the host.
+   *
+   * fill_device: with check 0, writes `elems` elements of f->dtype at p, element i being
+   * ka_trusted_element_host(i, f->dtype, f->dist, f->a, f->b, f->key) (trusted_kernels.h;
+   * f->dist KA_FILL_POISON writes poison); with check 1, sets *differs = 1 if any of
+   * them differs from what check 0 would write, else 0 (differs may be NULL with check
+   * 0). Enqueued after the work queued before; check 1 waits for the answer, check 0
+   * does not. Errors as compare_device. */
+  int (*fill_device)(ka_backend_ctx *ctx, ka_devptr p, const ka_fill *f, int64_t elems, int check,
+                     int *differs);
+  /* close_device: counts the elements of got (elems of dtype) that are not within
+   * abs_tol + rtol |want| of want's element, where abs_tol = atol x the largest finite
+   * magnitude of want (1 if none); equal values match; NaN in both matches unless got's
+   * element is still the poison that fill_device writes under `poison` (NULL: no
+   * poison). *bad = the count, *first = the first index that differs (-1 if none).
+   * Waits for the answer, after the work queued before. Errors as compare_device. */
+  int (*close_device)(ka_backend_ctx *ctx, ka_devptr want, ka_devptr got, int dtype, int64_t elems,
+                      double atol, double rtol, const ka_fill *poison, int64_t *bad,
+                      int64_t *first);
 } ka_backend_ops;
 
 /* Entry point a backend module exports. Returns NULL if it cannot serve api_version. */

@@ -39,7 +39,10 @@
 #include "ka_common.h"
 #include "trusted_kernels.h"
 
+_Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON, "backend.h and trusted_kernels.h agree");
+
 #define CUDA_ERRLEN 1024
+#define CUDA_CMP_AREA 64 /* bytes of the trusted kernels' result area (cmp_flag) */
 #define CUDA_MAX_ARGS 64
 #define CUDA_DEFAULT_SMEM (48u * 1024u) /* dynamic shared bytes allowed without opt-in */
 #define CUDA_FLUSH_FALLBACK ((size_t)64 << 20)
@@ -166,8 +169,10 @@ struct ka_backend_ctx {
   int cmp_state;         /* 0 not built, 1 ready, -1 failed (cmp_why) */
   int cmp_rc;            /* the failure's ka_err */
   struct ka_module *cmp; /* loaded module */
-  CUdeviceptr cmp_flag;  /* 16 bytes: [0,4) 1 if a compare saw a difference, [8,16) the
-                            checksum of checksum_device */
+  CUdeviceptr cmp_flag;  /* CUDA_CMP_AREA bytes: [0,4) 1 if a compare or fill check saw a
+                            difference, [8,16) the checksum of checksum_device, [16,24)
+                            close_device's largest magnitude, [24,40) its count and first
+                            index */
   unsigned cmp_grid_max; /* blocks per compare launch: 8 per multiprocessor */
   char cmp_why[CUDA_ERRLEN];
   char err[CUDA_ERRLEN];
@@ -1037,6 +1042,7 @@ static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
     CUdeviceptr p;
     int32_t i32;
     int64_t i64;
+    double f64;
   } vals[CUDA_MAX_ARGS];
   void *params[CUDA_MAX_ARGS + 1];
   for (int i = 0; i < l->nargs; i++) {
@@ -1049,6 +1055,9 @@ static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
         break;
       case KA_ARG_I64:
         vals[i].i64 = l->args[i].v.i64;
+        break;
+      case KA_ARG_F64:
+        vals[i].f64 = l->args[i].v.f64;
         break;
       default:
         return cuda_seterr(ctx, KA_ELAUNCH, "launch %s: argument %d has unknown kind %d", l->kernel,
@@ -1123,40 +1132,79 @@ static int cuda_copy_device(ka_backend_ctx *ctx, ka_devptr dst, size_t dst_off, 
   return KA_OK;
 }
 
-/* Builds the trusted compare kernels (trusted_kernels.h) for the context's device with
- * cuda_compile, and the 4-byte difference flag, once per context. A failure is kept
+/* Loads the trusted kernels' fatbinary (built by nvcc, trusted_kernels_embed.h) into the
+ * context and resolves every kernel of ka_trusted_kernel_names into *out. KA_OK, or a
+ * code with the reason in err (the image has no code for this device: KA_ECOMPILE). */
+static int cuda_load_trusted_image(ka_backend_ctx *ctx, ka_module **out, char *err,
+                                   size_t errlen) {
+  *out = NULL;
+  ka_module *m = calloc(1, sizeof *m + (size_t)KA_TRUSTED_NKERNELS * sizeof m->fns[0]);
+  if (!m) return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
+  CUresult lr = cuda_drv.f.ModuleLoadData(&m->mod, ka_trusted_fatbin);
+  if (lr != CUDA_SUCCESS) {
+    m->mod = NULL;
+    free(m);
+    return cuda_fail(NULL, err, errlen, lr, KA_ECOMPILE, "cuModuleLoadData(trusted kernels, %s)",
+                     ctx->arch);
+  }
+  for (int i = 0; i < KA_TRUSTED_NKERNELS; i++) {
+    cuda_fn *f = &m->fns[m->nfns];
+    lr = cuda_drv.f.ModuleGetFunction(&f->fn, m->mod, ka_trusted_kernel_names[i]);
+    if (lr != CUDA_SUCCESS || !(f->name = strdup(ka_trusted_kernel_names[i]))) {
+      int rc = lr != CUDA_SUCCESS ? cuda_fail(NULL, err, errlen, lr, KA_ECOMPILE,
+                                              "cuModuleGetFunction(%s)", ka_trusted_kernel_names[i])
+                                  : ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
+      cuda_module_free(ctx, m);
+      return rc;
+    }
+    m->nfns++;
+  }
+  *out = m;
+  return KA_OK;
+}
+
+/* Builds the trusted kernels for the context's device once per context: from the
+ * embedded fatbinary where nvcc built one (no compile at run time), else from their
+ * text with cuda_compile (NVRTC); and the 64-byte result area. A failure is kept
  * (cmp_state -1) and reported by every later call. */
 static int cuda_cmp_ready(ka_backend_ctx *ctx) {
   if (ctx->cmp_state == 1) return KA_OK;
   if (ctx->cmp_state < 0) return cuda_seterr(ctx, ctx->cmp_rc, "%s", ctx->cmp_why);
-  ka_source src = {.name = "ka_trusted_kernels.cu",
-                   .text = ka_trusted_kernels_src,
-                   .len = sizeof ka_trusted_kernels_src - 1};
-  ka_compile_req req = {.language = "cuda",
-                        .sources = &src,
-                        .nsources = 1,
-                        .kernels = ka_trusted_kernel_names,
-                        .nkernels = KA_TRUSTED_NKERNELS,
-                        .arch = NULL,
-                        .workdir = "/",
-                        .timeout_s = 60};
   char e[CUDA_ERRLEN] = "";
-  char *log = NULL;
-  int rc = cuda_compile(ctx, &req, &ctx->cmp, &log, e, sizeof e);
-  free(log);
+  int rc = cuda_enter(ctx, "trusted kernels");
+  if (rc == KA_OK && KA_TRUSTED_FATBIN_SIZE > 0)
+    rc = cuda_load_trusted_image(ctx, &ctx->cmp, e, sizeof e);
+  if (rc == KA_OK && KA_TRUSTED_FATBIN_SIZE == 0) {
+    ka_source src = {.name = "ka_trusted_kernels.cu",
+                     .text = ka_trusted_kernels_src,
+                     .len = sizeof ka_trusted_kernels_src - 1};
+    ka_compile_req req = {.language = "cuda",
+                          .sources = &src,
+                          .nsources = 1,
+                          .kernels = ka_trusted_kernel_names,
+                          .nkernels = KA_TRUSTED_NKERNELS,
+                          .arch = NULL,
+                          .workdir = "/",
+                          .timeout_s = 60};
+    char *log = NULL;
+    rc = cuda_compile(ctx, &req, &ctx->cmp, &log, e, sizeof e);
+    free(log);
+  }
   if (rc != KA_OK) {
     ctx->cmp = NULL;
     ctx->cmp_rc = rc == KA_EOOM || rc == KA_ENOMEM ? rc : KA_EUNAVAIL;
-    snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "building the trusted compare kernel: %s", e);
+    snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "building the trusted kernels: %s",
+             e[0] ? e : ctx->err);
   } else if ((rc = cuda_enter(ctx, "compare_device")) == KA_OK) {
     int sms = 0;
     CUresult cr =
         cuda_drv.f.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev);
     ctx->cmp_grid_max = cr == CUDA_SUCCESS && sms > 0 ? 8u * (unsigned)sms : 1024u;
-    cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, 16);
+    cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, CUDA_CMP_AREA);
     if (cr != CUDA_SUCCESS) {
       ctx->cmp_flag = 0;
-      rc = cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemAlloc(compare flag, 16 bytes)");
+      rc = cuda_fail(ctx, NULL, 0, cr, KA_EINVAL, "cuMemAlloc(trusted result area, %d bytes)",
+                     CUDA_CMP_AREA);
       ctx->cmp_rc = rc;
       snprintf(ctx->cmp_why, sizeof ctx->cmp_why, "%s", ctx->err);
     }
@@ -1169,6 +1217,120 @@ static int cuda_cmp_ready(ka_backend_ctx *ctx) {
     return cuda_seterr(ctx, ctx->cmp_rc, "%s", ctx->cmp_why);
   }
   ctx->cmp_state = 1;
+  return KA_OK;
+}
+
+/* Blocks of 256 threads for a grid-stride pass over n items: at most cmp_grid_max. */
+static unsigned cuda_trusted_grid(const ka_backend_ctx *ctx, uint64_t n) {
+  uint64_t blocks = (n + 255) / 256;
+  if (blocks == 0) blocks = 1;
+  return (unsigned)(blocks < ctx->cmp_grid_max ? blocks : ctx->cmp_grid_max);
+}
+
+/* Launches trusted kernel `name` with args over n items (256 threads per block). */
+static int cuda_trusted_launch(ka_backend_ctx *ctx, const char *name, uint64_t n, ka_arg *args,
+                               int nargs) {
+  ka_launch l = {.kernel = name,
+                 .grid = {cuda_trusted_grid(ctx, n), 1, 1},
+                 .block = {256, 1, 1},
+                 .shared_bytes = 0,
+                 .args = args,
+                 .nargs = nargs};
+  return cuda_launch(ctx, ctx->cmp, &l);
+}
+
+/* Copies bytes of the result area at off back to dst and waits for the stream. */
+static int cuda_trusted_result(ka_backend_ctx *ctx, size_t off, void *dst, size_t bytes,
+                               const char *what) {
+  CUresult cr = cuda_drv.f.MemcpyDtoHAsync(dst, ctx->cmp_flag + off, bytes, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(%s)", what);
+  cr = cuda_drv.f.StreamSynchronize(ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(%s)", what);
+  return KA_OK;
+}
+
+/* Sets the result area's bytes [off, off + 4 words) to `words` 32-bit values v. */
+static int cuda_trusted_zero(ka_backend_ctx *ctx, size_t off, unsigned value, size_t words,
+                             const char *what) {
+  CUresult cr = cuda_drv.f.MemsetD32Async(ctx->cmp_flag + off, value, words, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD32Async(%s)", what);
+  return KA_OK;
+}
+
+/* fill_device (backend.h): ka_trusted_fill over elems elements at p; check 1 reads the
+ * difference flag back (result area [0, 4)). */
+static int cuda_fill_device(ka_backend_ctx *ctx, ka_devptr p, const ka_fill *f, int64_t elems,
+                            int check, int *differs) {
+  if (differs) *differs = 0;
+  int rc = cuda_enter(ctx, "fill_device");
+  if (rc != KA_OK) return rc;
+  if (!f || elems < 0 || f->dtype < 0 || f->dtype > 7 || f->dist < 0 ||
+      f->dist > KA_TRUSTED_POISON || (check && !differs))
+    return cuda_seterr(ctx, KA_EINVAL, "fill_device: bad request");
+  if (elems == 0) return KA_OK;
+  if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
+  if (check && (rc = cuda_trusted_zero(ctx, 0, 0, 1, "fill check flag")) != KA_OK) return rc;
+  ka_arg args[9] = {{.kind = KA_ARG_PTR, .v.ptr = p},
+                    {.kind = KA_ARG_I64, .v.i64 = elems},
+                    {.kind = KA_ARG_I32, .v.i32 = f->dtype},
+                    {.kind = KA_ARG_I32, .v.i32 = f->dist},
+                    {.kind = KA_ARG_F64, .v.f64 = f->a},
+                    {.kind = KA_ARG_F64, .v.f64 = f->b},
+                    {.kind = KA_ARG_I64, .v.i64 = (int64_t)f->key},
+                    {.kind = KA_ARG_I32, .v.i32 = check},
+                    {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag}};
+  if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_FILL_NAME, (uint64_t)elems, args, 9)) != KA_OK)
+    return rc;
+  if (!check) return KA_OK;
+  unsigned flag = 1;
+  if ((rc = cuda_trusted_result(ctx, 0, &flag, sizeof flag, "fill check")) != KA_OK) return rc;
+  *differs = flag != 0;
+  return KA_OK;
+}
+
+/* close_device (backend.h): ka_trusted_absmax of want into [16, 24) of the result area,
+ * read back to scale atol, then ka_trusted_close into [24, 40). */
+static int cuda_close_device(ka_backend_ctx *ctx, ka_devptr want, ka_devptr got, int dtype,
+                             int64_t elems, double atol, double rtol, const ka_fill *poison,
+                             int64_t *bad, int64_t *first) {
+  *bad = 0, *first = -1;
+  int rc = cuda_enter(ctx, "close_device");
+  if (rc != KA_OK) return rc;
+  if (elems < 0 || dtype < 0 || dtype > 7)
+    return cuda_seterr(ctx, KA_EINVAL, "close_device: bad request");
+  if (elems == 0) return KA_OK;
+  if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
+  if ((rc = cuda_trusted_zero(ctx, 16, 0, 2, "absmax")) != KA_OK) return rc;
+  ka_arg margs[4] = {{.kind = KA_ARG_PTR, .v.ptr = want},
+                     {.kind = KA_ARG_I64, .v.i64 = elems},
+                     {.kind = KA_ARG_I32, .v.i32 = dtype},
+                     {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 16}};
+  if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_ABSMAX_NAME, (uint64_t)elems, margs, 4)) != KA_OK)
+    return rc;
+  double scale = 0;
+  if ((rc = cuda_trusted_result(ctx, 16, &scale, sizeof scale, "absmax")) != KA_OK) return rc;
+  if (!(scale > 0)) scale = 1;
+  if ((rc = cuda_trusted_zero(ctx, 24, 0, 2, "close count")) != KA_OK ||
+      (rc = cuda_trusted_zero(ctx, 32, 0xffffffffu, 2, "close first")) != KA_OK)
+    return rc;
+  ka_arg cargs[9] = {{.kind = KA_ARG_PTR, .v.ptr = want},
+                     {.kind = KA_ARG_PTR, .v.ptr = got},
+                     {.kind = KA_ARG_I64, .v.i64 = elems},
+                     {.kind = KA_ARG_I32, .v.i32 = dtype},
+                     {.kind = KA_ARG_F64, .v.f64 = atol * scale},
+                     {.kind = KA_ARG_F64, .v.f64 = rtol},
+                     {.kind = KA_ARG_I32, .v.i32 = poison != NULL},
+                     {.kind = KA_ARG_I64, .v.i64 = poison ? (int64_t)poison->key : 0},
+                     {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 24}};
+  if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_CLOSE_NAME, (uint64_t)elems, cargs, 9)) != KA_OK)
+    return rc;
+  uint64_t out[2] = {0, 0};
+  if ((rc = cuda_trusted_result(ctx, 24, out, sizeof out, "close")) != KA_OK) return rc;
+  *bad = (int64_t)out[0];
+  *first = out[0] ? (int64_t)out[1] : -1;
   return KA_OK;
 }
 
@@ -1314,6 +1476,8 @@ static const ka_backend_ops cuda_ops = {
     .copy_device = cuda_copy_device,
     .compare_device = cuda_compare_device,
     .checksum_device = cuda_checksum_device,
+    .fill_device = cuda_fill_device,
+    .close_device = cuda_close_device,
 };
 
 /* Module entry point (KA_BACKEND_GET_SYMBOL): the cuda backend's ops, or NULL if

@@ -23,6 +23,9 @@
 #include "ka_common.h"
 
 #define GX_POLL_WAIT_MS 5000
+/* default --adaptive-reps: timed calls up to 10x the job's reps while the estimate is
+ * unstable (runner_case.c RN_RSE_TARGET) */
+#define GX_ADAPTIVE_REPS 10
 #define GX_HEARTBEAT_S                                      \
   3.0 /* default --heartbeat-interval; the server's default \
          --heartbeat-timeout is 15 s (ES_HEARTBEAT_LOST_S) */
@@ -300,7 +303,11 @@ static void gx_usage(FILE *f) {
           "  --heartbeat-interval S  seconds between heartbeats while a job runs (default\n"
           "                   3; keep it well below the server's --heartbeat-timeout;\n"
           "                   0: none, the server then waits 2 x (timeout + 30 s))\n"
-          "  --verbose        log every job\n");
+          "  --adaptive-reps F  timed calls may continue up to F x the job's reps while the\n"
+          "                   speedup estimate is unstable (default %d, or KA_ADAPTIVE_REPS;\n"
+          "                   1: exactly the job's reps)\n"
+          "  --verbose        log every job\n",
+          GX_ADAPTIVE_REPS);
 }
 
 int main(int argc, char **argv) {
@@ -308,12 +315,15 @@ int main(int argc, char **argv) {
       {"server", required_argument, 0, 's'},   {"tasks", required_argument, 0, 't'},
       {"backends", required_argument, 0, 'b'}, {"cache", required_argument, 0, 'c'},
       {"verbose", no_argument, 0, 'v'},        {"heartbeat-interval", required_argument, 0, 'H'},
+      {"adaptive-reps", required_argument, 0, 'A'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
   const char *cache = NULL;
   int verbose = 0, c;
   double hb_interval = GX_HEARTBEAT_S;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:", opts, NULL)) != -1) {
+  const char *ar_env = getenv("KA_ADAPTIVE_REPS");
+  long adaptive = ar_env && *ar_env ? strtol(ar_env, NULL, 10) : GX_ADAPTIVE_REPS;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -335,6 +345,15 @@ int main(int argc, char **argv) {
         hb_interval = strtod(optarg, &end);
         if (*end || end == optarg || !(hb_interval >= 0 && hb_interval <= 3600)) {
           fprintf(stderr, "gpuexec: --heartbeat-interval must be 0 to 3600 seconds\n");
+          return 2;
+        }
+        break;
+      }
+      case 'A': {
+        char *end;
+        adaptive = strtol(optarg, &end, 10);
+        if (*end || end == optarg || adaptive < 1 || adaptive > 100) {
+          fprintf(stderr, "gpuexec: --adaptive-reps must be 1 to 100\n");
           return 2;
         }
         break;
@@ -372,7 +391,8 @@ int main(int argc, char **argv) {
                         .cache_dir = cache,
                         .tmp_dir = tmp,
                         .tasks = reg,
-                        .verbose = verbose};
+                        .verbose = verbose,
+                        .adaptive_reps = adaptive >= 1 && adaptive <= 100 ? (int)adaptive : 1};
 
   const char *all[] = {"host", "cuda", "hip"};
   char list[256];

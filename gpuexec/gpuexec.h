@@ -25,6 +25,8 @@ typedef struct ka_exec_config {
   const char *tmp_dir;     /* parent of per-evaluation private directories */
   const ka_registry *tasks;
   int verbose;
+  int adaptive_reps; /* timed calls may go on up to this many times the job's reps while
+                        the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
   int fixed_inputs; /* ka-validate only: inputs from the job's seed alone (no per-evaluation
                       secret), so that two evaluations of one seed can be compared */
 } ka_exec_config;

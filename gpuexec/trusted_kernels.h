@@ -1,8 +1,7 @@
-/* Trusted device kernels of the GPU backends (runner integrity checks).
- *
- * Compiled by the backend itself (cuda: NVRTC, at the first compare_device of a
- * context), never by or with submitted code. Plain CUDA C++ without includes, so it
- * compiles under NVRTC as is.
+/* Trusted device kernels of the GPU backends: the host-side view (names, the
+ * generator's definition, host mirrors for tests). The kernels are in trusted_kernels.cu,
+ * built ahead of time by nvcc (embedded fatbinary) or, without nvcc at build time, by the
+ * backend with NVRTC at its first use; never by or with submitted code.
  *
  * ka_trusted_cmp_u<W>(a, b, n, diff): for n words of W bits at a and b (both aligned to
  * W/8 bytes), sets *diff to 1 if any word differs; *diff is left untouched where every
@@ -17,10 +16,25 @@
  * any word changes the sum (the weights are odd), and without the key no change can be
  * made that keeps it, except by chance (2^-64). Same grid-stride shape as the compares;
  * each warp adds its part with one 64-bit atomicAdd. ka_trusted_sum_host computes the
- * same value on the host (tests). */
+ * same value on the host (tests).
+ *
+ * ka_trusted_fill(p, n, dtype, dist, a, b, key, check, diff): the input generator. Writes
+ * (check 0) element i = ka_trusted_element_host(i, dtype, dist, a, b, key) for i < n, or
+ * (check 1) sets *diff to 1 if any element at p differs from it. Counter-based (Philox),
+ * so any call's inputs or poison are drawn anew on the device, or checked unchanged, at
+ * memory speed, from a 64-bit key the submission never sees.
+ *
+ * ka_trusted_absmax(p, n, dtype, out): raises *out (a non-negative double's bits, the
+ * caller zeroes it) to the largest finite magnitude of the n elements.
+ *
+ * ka_trusted_close(want, got, n, dtype, abs_tol, rtol, poison, pkey, out): out[0] += the
+ * number of elements of got not within abs_tol + rtol |want| of want (equal values
+ * match; NaN matches NaN unless got's element is still its poison under pkey), out[1]
+ * lowered to the first such index (the caller sets out[0] = 0, out[1] = ~0). */
 #ifndef KA_TRUSTED_KERNELS_H
 #define KA_TRUSTED_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,12 +44,17 @@
 static const char *const ka_trusted_cmp_names[KA_TRUSTED_CMP_WIDTHS]
     __attribute__((unused)) = {"ka_trusted_cmp_u8", "ka_trusted_cmp_u16", "ka_trusted_cmp_u32",
                                "ka_trusted_cmp_u64", "ka_trusted_cmp_u128"};
-/* Every kernel of ka_trusted_kernels_src: the compares, then the checksum. */
-#define KA_TRUSTED_NKERNELS (KA_TRUSTED_CMP_WIDTHS + 1)
+/* Every kernel of trusted_kernels.cu: the compares, the checksum, the generator, the
+ * largest magnitude and the comparison with tolerance. */
+#define KA_TRUSTED_NKERNELS (KA_TRUSTED_CMP_WIDTHS + 4)
 #define KA_TRUSTED_SUM_NAME "ka_trusted_sum"
-static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS]
-    __attribute__((unused)) = {"ka_trusted_cmp_u8",  "ka_trusted_cmp_u16",  "ka_trusted_cmp_u32",
-                               "ka_trusted_cmp_u64", "ka_trusted_cmp_u128", KA_TRUSTED_SUM_NAME};
+#define KA_TRUSTED_FILL_NAME "ka_trusted_fill"
+#define KA_TRUSTED_ABSMAX_NAME "ka_trusted_absmax"
+#define KA_TRUSTED_CLOSE_NAME "ka_trusted_close"
+static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS] __attribute__((unused)) = {
+    "ka_trusted_cmp_u8",    "ka_trusted_cmp_u16",   "ka_trusted_cmp_u32",
+    "ka_trusted_cmp_u64",   "ka_trusted_cmp_u128",  KA_TRUSTED_SUM_NAME,
+    KA_TRUSTED_FILL_NAME,   KA_TRUSTED_ABSMAX_NAME, KA_TRUSTED_CLOSE_NAME};
 
 static inline uint64_t ka_trusted_mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
@@ -60,54 +79,97 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
   return s;
 }
 
-static const char ka_trusted_kernels_src[] __attribute__((unused)) =
-    "struct alignas(16) ka_u128 { unsigned long long lo, hi; };\n"
-    "__device__ __forceinline__ unsigned long long ka_x(unsigned char a, unsigned char b) {\n"
-    "  return a ^ b; }\n"
-    "__device__ __forceinline__ unsigned long long ka_x(unsigned short a, unsigned short b) {\n"
-    "  return a ^ b; }\n"
-    "__device__ __forceinline__ unsigned long long ka_x(unsigned a, unsigned b) {\n"
-    "  return a ^ b; }\n"
-    "__device__ __forceinline__ unsigned long long ka_x(unsigned long long a,\n"
-    "                                                   unsigned long long b) { return a ^ b; }\n"
-    "__device__ __forceinline__ unsigned long long ka_x(ka_u128 a, ka_u128 b) {\n"
-    "  return (a.lo ^ b.lo) | (a.hi ^ b.hi); }\n"
-    "template <typename T>\n"
-    "__device__ void ka_cmp(const T *__restrict__ a, const T *__restrict__ b,\n"
-    "                       unsigned long long n, unsigned *diff) {\n"
-    "  unsigned long long acc = 0;\n"
-    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
-    "  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "       i < n; i += stride)\n"
-    "    acc |= ka_x(a[i], b[i]);\n"
-    "  if (acc) *diff = 1u;\n"
-    "}\n"
-    "#define KA_CMP(name, T) extern \"C\" __global__ void name(const T *a, const T *b, \\\n"
-    "    unsigned long long n, unsigned *diff) { ka_cmp<T>(a, b, n, diff); }\n"
-    "KA_CMP(ka_trusted_cmp_u8, unsigned char)\n"
-    "KA_CMP(ka_trusted_cmp_u16, unsigned short)\n"
-    "KA_CMP(ka_trusted_cmp_u32, unsigned)\n"
-    "KA_CMP(ka_trusted_cmp_u64, unsigned long long)\n"
-    "KA_CMP(ka_trusted_cmp_u128, ka_u128)\n"
-    "__device__ __forceinline__ unsigned long long ka_mix(unsigned long long z) {\n"
-    "  z += 0x9e3779b97f4a7c15ull;\n"
-    "  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
-    "  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
-    "  return z ^ (z >> 31); }\n"
-    "extern \"C\" __global__ void ka_trusted_sum(const unsigned char *a, unsigned long long n,\n"
-    "                                            unsigned long long key,\n"
-    "                                            unsigned long long *sum) {\n"
-    "  const unsigned *w = (const unsigned *)a;\n"
-    "  unsigned long long nw = n >> 2, acc = 0;\n"
-    "  unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;\n"
-    "  unsigned long long i0 = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "  for (unsigned long long i = i0; i < nw; i += stride)\n"
-    "    acc += (unsigned long long)w[i] * (ka_mix(key ^ i) | 1ull);\n"
-    "  if (i0 == 0)\n"
-    "    for (unsigned long long t = nw << 2; t < n; t++)\n"
-    "      acc += (unsigned long long)a[t] * (ka_mix(key ^ t ^ (1ull << 63)) | 1ull);\n"
-    "  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);\n"
-    "  if ((threadIdx.x & 31) == 0 && acc) atomicAdd(sum, acc);\n"
-    "}\n";
+/* The kernels' source text (gpuexec/trusted_kernels.cu, embedded at build time as
+ * ka_trusted_kernels_src) and, where nvcc built it, their fatbinary
+ * (ka_trusted_fatbin, KA_TRUSTED_FATBIN_SIZE bytes; 0 without nvcc, and the backend
+ * compiles the text with NVRTC at its first use). */
+#include "trusted_kernels_embed.h"
+
+/* Element types (ka_dtype codes) as the kernels read them; KA_TRUSTED_POISON is the
+ * fill "distribution" that writes poison instead of values. */
+#define KA_TRUSTED_POISON 3
+
+/* Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy as 1, 2,
+ * 3", SC 2011): out = the 4 words of counter ctr under key; checked against Random123's
+ * known-answer vectors in tests/common_test.c. */
+static inline __attribute__((unused)) void ka_philox4x32_10(const uint32_t ctr[4],
+                                                            const uint32_t key[2],
+                                                            uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    if (r) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = (uint32_t)p1;
+    c2 = n2;
+    c3 = (uint32_t)p0;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+/* The generator of ka_trusted_fill, on the host (tests compare the two on a device):
+ * element i under key is drawn from the words x = philox(counter {i lo, i hi, 0x6b61, 0},
+ * key {key lo, key hi}); u1 = ((x0 << 32 | x1) >> 11) * 2^-53, u2 likewise from x2, x3;
+ * dist 0 (normal, a mean, b std): a + b sqrt(-2 ln(1 - u1)) cos(2 pi u2); dist 1
+ * (uniform): a + (b - a) u1; dist 2 (integers): ceil(a) + floor(u1 (floor(b) - ceil(a) + 1));
+ * dist KA_TRUSTED_POISON: a quiet NaN with the low bits of (x0 << 32 | x1) as payload
+ * (floats), those bits (integers). Stored as the dtype stores a double (common/data.c).
+ * Returns the element's bits in the low bytes. The device's log and cos may differ from
+ * the host's in the last place, so normal values agree to rounding, the others exactly. */
+static inline __attribute__((unused)) uint64_t ka_trusted_element_host(uint64_t i, int dt,
+                                                                       int dist, double a,
+                                                                       double b, uint64_t key) {
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0x6b61u, 0u};
+  uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)}, x[4];
+  ka_philox4x32_10(ctr, k, x);
+  uint64_t r = ((uint64_t)x[0] << 32) | x[1];
+  if (dist == KA_TRUSTED_POISON) {
+    switch (dt) {
+      case 0: return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
+      case 1: return 0x7ff8000000000000ULL | (r & 0x7ffffffffffffULL) | 1u;
+      case 2: return (uint16_t)(0x7e00u | (r & 0x1ffu) | 1u);
+      case 3: return (uint16_t)(0x7fc0u | (r & 0x3fu) | 1u);
+      case 4:
+      case 5: return r & 0xffu;
+      case 6: return r & 0xffffffffu;
+      default: return r;
+    }
+  }
+  double u1 = (double)(r >> 11) * 0x1.0p-53;
+  double u2 = (double)(((((uint64_t)x[2]) << 32) | x[3]) >> 11) * 0x1.0p-53;
+  double v;
+  if (dist == 0)
+    v = a + b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+  else if (dist == 1)
+    v = a + (b - a) * u1;
+  else
+    v = ceil(a) + floor(u1 * (floor(b) - ceil(a) + 1));
+  unsigned char buf[8] = {0};
+  uint64_t bits = 0;
+  switch (dt) {
+    case 0: { float f = (float)v; memcpy(buf, &f, 4); break; }
+    case 1: memcpy(buf, &v, 8); break;
+    case 2: { _Float16 h = (_Float16)(float)v; memcpy(buf, &h, 2); break; }
+    case 3: {
+      float f = (float)v;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      uint16_t h = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
+                                                   : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      memcpy(buf, &h, 2);
+      break;
+    }
+    case 4: buf[0] = (unsigned char)(int8_t)(long long)v; break;
+    case 5: buf[0] = (unsigned char)(long long)v; break;
+    case 6: { int32_t q = (int32_t)(long long)v; memcpy(buf, &q, 4); break; }
+    default: { int64_t q = (int64_t)v; memcpy(buf, &q, 8); break; }
+  }
+  memcpy(&bits, buf, 8);
+  return bits;
+}
 
 #endif

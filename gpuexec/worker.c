@@ -590,6 +590,10 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   rj.warmup = job->warmup;
   rj.reps = job->reps;
   rj.poison_seed = ka_mix64(in_seed, 0x706f69736f6eULL);
+  {
+    int reps = job->reps > 0 ? job->reps : 20;
+    rj.max_reps = cfg->adaptive_reps > 1 ? reps * cfg->adaptive_reps : reps;
+  }
   rj.workdir = workdir;
   Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES], *rcp[WK_MAX_CASES];
   int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];

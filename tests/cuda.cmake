@@ -4,9 +4,10 @@
 # defines a stub ka_backend_host().
 add_executable(nvrtc_compile_test ${CMAKE_CURRENT_LIST_DIR}/nvrtc_compile_test.c
                ${PROJECT_SOURCE_DIR}/gpuexec/backend.c)
-target_include_directories(nvrtc_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec)
+target_include_directories(nvrtc_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
+                           ${PROJECT_BINARY_DIR}/gpuexec)
 target_link_libraries(nvrtc_compile_test PRIVATE ka_common ${CMAKE_DL_LIBS})
-add_dependencies(nvrtc_compile_test ka_backend_cuda)
+add_dependencies(nvrtc_compile_test ka_backend_cuda ka_trusted_embed)
 
 # argv[1]: the task folder; every cuda/hip task's baseline must compile for sm_90.
 add_test(NAME nvrtc_compile COMMAND nvrtc_compile_test ${PROJECT_SOURCE_DIR}/tasks)

@@ -221,9 +221,12 @@ static const char hip_src[] =
  * copy_device, compare_device and checksum_device; the host checksum is keyed (another
  * key, another sum) and sees a one-bit change in a word and in a tail byte. */
 static void check_trusted(const ka_backend_ops *be) {
-  check(be->copy_device && be->compare_device && be->checksum_device, "device staging ops",
-        "copy_device %s, compare_device %s, checksum_device %s", be->copy_device ? "set" : "NULL",
-        be->compare_device ? "set" : "NULL", be->checksum_device ? "set" : "NULL");
+  check(be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
+            be->close_device,
+        "device staging ops", "copy_device %s, compare_device %s, checksum_device %s, fill_device %s, close_device %s",
+        be->copy_device ? "set" : "NULL", be->compare_device ? "set" : "NULL",
+        be->checksum_device ? "set" : "NULL", be->fill_device ? "set" : "NULL",
+        be->close_device ? "set" : "NULL");
   ka_source src = src_of("ka_trusted_kernels.cu", ka_trusted_kernels_src);
   char *log = NULL, err[1024];
   int rc = compile1(be, "cuda", "sm_90", &src, 1, ka_trusted_kernel_names, KA_TRUSTED_NKERNELS,
@@ -314,6 +317,140 @@ static void check_device_staging(const ka_backend_ops *be, ka_backend_ctx *ctx) 
   free(back);
 }
 
+/* (h) Philox4x32-10 of trusted_kernels.h against Random123's known-answer vectors
+ * (tests/kat_vectors of DEShawResearch/random123: counter, key, expected). */
+static void check_philox(void) {
+  static const uint32_t kat[3][10] = {
+      {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d,
+       0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09,
+       0x94fdcceb, 0x5001e420, 0x24126ea1}};
+  for (int k = 0; k < 3; k++) {
+    uint32_t out[4];
+    ka_philox4x32_10(kat[k], kat[k] + 4, out);
+    check(!memcmp(out, kat[k] + 6, sizeof out), "philox4x32-10 known answer",
+          "vector %d: %08x %08x %08x %08x", k, out[0], out[1], out[2], out[3]);
+  }
+  /* the host generator's values lie in their distribution's range, integers are
+   * integers, poison is a NaN, and another key draws other values */
+  int in_range = 1, ints = 1, nan = 1, differ = 0;
+  double sum = 0, sq = 0;
+  enum { M = 20000 };
+  for (uint64_t i = 0; i < M; i++) {
+    uint64_t u = ka_trusted_element_host(i, 1, 1, -2.0, 3.0, 42), z;
+    double v, w;
+    memcpy(&v, &u, 8);
+    in_range &= v >= -2.0 && v < 3.0;
+    u = ka_trusted_element_host(i, 1, 2, 0.5, 7.0, 42);
+    memcpy(&w, &u, 8);
+    ints &= w == floor(w) && w >= 1 && w <= 7;
+    u = ka_trusted_element_host(i, 1, 0, 1.0, 2.0, 42);
+    memcpy(&v, &u, 8);
+    sum += v, sq += v * v;
+    u = ka_trusted_element_host(i, 0, KA_TRUSTED_POISON, 0, 0, 42);
+    uint32_t f = (uint32_t)u;
+    nan &= (f & 0x7fc00000u) == 0x7fc00000u && (f & 0x3fffffu) != 0;
+    z = ka_trusted_element_host(i, 0, 1, 0, 1, 43);
+    differ += z != ka_trusted_element_host(i, 0, 1, 0, 1, 42);
+  }
+  double mean = sum / M, sd = sqrt(sq / M - mean * mean);
+  check(in_range && ints && nan && differ > M - 10, "host generator",
+        "uniform in range %d, integers %d, poison NaN %d, other key differs %d of %d", in_range,
+        ints, nan, differ, M);
+  check(fabs(mean - 1.0) < 0.05 && fabs(sd - 2.0) < 0.05, "host generator normal",
+        "mean %.4f (want 1), std %.4f (want 2)", mean, sd);
+}
+
+/* (i) with a device: fill_device draws what the host mirror draws (uniform, integers and
+ * poison bit for bit in every dtype, normal to rounding), a fill check sees one changed
+ * element, and close_device counts differences beyond tolerance, matches NaN with NaN
+ * but not with the element's own poison, and names the first differing index. */
+static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
+  enum { N = (1 << 20) + 7 };
+  ka_devptr a = 0, b = 0;
+  unsigned char *h = malloc((size_t)N * 8);
+  int ok = h && be->fill_device && be->close_device && be->mem_alloc(ctx, (size_t)N * 8, &a) == 0 &&
+           be->mem_alloc(ctx, (size_t)N * 8, &b) == 0;
+  check(ok, "device fill setup", "%s", ok ? "ok" : "no fill_device/close_device or no memory");
+  static const size_t es[8] = {4, 8, 2, 2, 1, 1, 4, 8};
+  for (int dt = 0; ok && dt < 8; dt++)
+    for (int dist = 0; ok && dist <= KA_TRUSTED_POISON; dist++) {
+      if (dt >= 4 && dist < 2) continue; /* integer tensors draw integers */
+      double lo = dt >= 4 ? (dt == 5 ? 0 : -100) : -3, hi = dt >= 4 ? 100 : 5;
+      ka_fill f = {.dtype = dt, .dist = dist, .a = dist == 0 ? 0.5 : lo, .b = dist == 0 ? 2 : hi,
+                   .key = 0xfeedULL * (uint64_t)(dt * 8 + dist + 1)};
+      int rc = be->fill_device(ctx, a, &f, N, 0, NULL);
+      if (rc == KA_OK) rc = be->copy_to_host(ctx, h, a, (size_t)N * es[dt]);
+      int64_t exact = 0, near = 0;
+      for (int64_t i = 0; rc == KA_OK && i < N; i++) {
+        uint64_t want = ka_trusted_element_host((uint64_t)i, dt, dist, f.a, f.b, f.key), got = 0;
+        memcpy(&got, h + (size_t)i * es[dt], es[dt]);
+        if (got == want) {
+          exact++;
+        } else if (dist == 0 && dt == 1) {
+          double x, y;
+          memcpy(&x, &got, 8), memcpy(&y, &want, 8);
+          near += fabs(x - y) <= 1e-12 * (fabs(y) + 1);
+        } else if (dist == 0) {
+          near += 1; /* normal in f32/f16/bf16: a last-place difference of log/cos */
+        }
+      }
+      int want_exact = dist != 0;
+      check(rc == KA_OK && (want_exact ? exact == N : exact + near == N && exact > N * 0.99),
+            "device fill = host generator", "dtype %d dist %d: %lld exact, %lld to rounding: %s",
+            dt, dist, (long long)exact, (long long)near, rc ? be->last_error(ctx) : "ok");
+      int differs = -1;
+      if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
+      check(rc == KA_OK && differs == 0, "device fill check of an unchanged tensor",
+            "dtype %d dist %d: differs %d", dt, dist, differs);
+      unsigned char x = (unsigned char)(h[(size_t)(N - 1) * es[dt]] ^ 0x01);
+      if (rc == KA_OK) rc = be->copy_to_device(ctx, a + (size_t)(N - 1) * es[dt], &x, 1);
+      if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
+      check(rc == KA_OK && differs == 1, "device fill check sees one changed element",
+            "dtype %d dist %d: differs %d", dt, dist, differs);
+      ok = rc == KA_OK;
+    }
+  /* close_device on f32: a copy is close; 3 elements off by 10x the tolerance are counted,
+   * the first named; NaN against NaN matches, NaN against the poison does not */
+  if (ok) {
+    ka_fill f = {.dtype = 0, .dist = 1, .a = -1, .b = 1, .key = 7};
+    ka_fill poison = {.dtype = 0, .dist = KA_TRUSTED_POISON, .key = 99};
+    int64_t bad = -1, first = -2;
+    int rc = be->fill_device(ctx, a, &f, N, 0, NULL);
+    if (rc == KA_OK) rc = be->copy_device(ctx, b, 0, a, 0, (size_t)N * 4);
+    if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, N, 1e-5, 1e-5, &poison, &bad, &first);
+    check(rc == KA_OK && bad == 0 && first == -1, "device close of a copy", "bad %lld first %lld",
+          (long long)bad, (long long)first);
+    float v[3];
+    int64_t at[3] = {12345, 777777, N - 1};
+    for (int k = 0; rc == KA_OK && k < 3; k++) {
+      rc = be->copy_to_host(ctx, &v[k], a + (size_t)at[k] * 4, 4);
+      v[k] += 3e-4f;
+      if (rc == KA_OK) rc = be->copy_to_device(ctx, b + (size_t)at[k] * 4, &v[k], 4);
+    }
+    if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, N, 1e-5, 1e-5, &poison, &bad, &first);
+    check(rc == KA_OK && bad == 3 && first == 12345, "device close counts differences",
+          "bad %lld (want 3) first %lld (want 12345)", (long long)bad, (long long)first);
+    /* element 5: NaN in want and a NaN in got (not the poison): matches; element 6: NaN
+     * in want and got's poison element: counted */
+    uint32_t qnan = 0x7fc00123u, pz = (uint32_t)ka_trusted_element_host(6, 0, KA_TRUSTED_POISON, 0, 0, 99);
+    if (rc == KA_OK) rc = be->copy_device(ctx, b, 0, a, 0, (size_t)N * 4);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, a + 5 * 4, &qnan, 4);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b + 5 * 4, &qnan, 4);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, a + 6 * 4, &qnan, 4);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b + 6 * 4, &pz, 4);
+    if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, N, 1e-5, 1e-5, &poison, &bad, &first);
+    check(rc == KA_OK && bad == 1 && first == 6, "device close: NaN matches NaN, not poison",
+          "bad %lld (want 1) first %lld (want 6)", (long long)bad, (long long)first);
+    ok = rc == KA_OK;
+  }
+  check(ok, "device fill and close", "%s", ok ? "ok" : be->last_error(ctx));
+  be->mem_free(ctx, a);
+  be->mem_free(ctx, b);
+  free(h);
+}
+
 static void check_hip(const ka_backend_ops *be) {
   char err[1024], *log = NULL;
   ka_source s = src_of("hip_names.hip", hip_src);
@@ -352,6 +489,7 @@ int main(int argc, char **argv) {
     else
       printf("     device 0 did not open: %s\n", err);
     if (rc == KA_OK) check_device_staging(be, ctx);
+    if (rc == KA_OK) check_device_fill(be, ctx);
     be->close(ctx);
   } else {
     check(rc == KA_OK && count == 0 && err[0], "device_count", "0 devices, reason: %s", err);
@@ -361,6 +499,7 @@ int main(int argc, char **argv) {
   check_errors(be);
   check_hip(be);
   check_trusted(be);
+  check_philox();
 
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
   return ka_check_fail ? 1 : 0;

@@ -1,0 +1,48 @@
+/* ka-runner internals shared by its main (runner.c) and the case evaluation
+ * (runner_case.c). Not a public interface: one process, one thread. */
+#ifndef KA_RUNNER_CASE_H
+#define KA_RUNNER_CASE_H
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "ka_common.h"
+#include "kernelarena.pb-c.h"
+#include "task.h"
+
+#define RN_ERRLEN 2048
+
+/* The runner's device and task, for the whole evaluation. */
+typedef struct rn_state {
+  const ka_backend_ops *be;
+  ka_backend_ctx *ctx;
+  ka_device_info dev;
+  const ka_task *task;
+  ka_sb log; /* runtime log */
+} rn_state;
+
+/* One implementation: impl[0] the baseline, impl[1] the candidate. */
+typedef struct rn_impl {
+  const char *label; /* "baseline" or "candidate" */
+  ka_plan *plan;
+  ka_module *mod;
+} rn_impl;
+
+/* The backend's last error text ("" without one). */
+const char *rn_be_err(rn_state *s);
+
+/* Device facts usable in launch-plan expressions (sm_count, warp_size, ...). */
+void rn_device_vars(const ka_device_info *d, ka_vars *v);
+
+/* Evaluates case ci of job (docs/integrity.md): the candidate's correctness trial on the
+ * worker's inputs (outputs written back to the worker's memfds), then baseline and
+ * candidate interleaved in timed calls on inputs drawn anew for every call, each call
+ * checked for changed inputs, the candidate's outputs of a secret-seeded quarter of the
+ * timed calls (drawn after the calls where they can be kept) compared with the baseline's
+ * on the same inputs at the task's tolerance, then the integrity checks on the timings.
+ * Fills cr (timings, reps, verified calls; the caller owns it and set its name). Returns
+ * KA_OK with *status OK, or an error with *status the verdict and the reason in err. */
+int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl *impl,
+            Kernelarena__V1__CaseResult *cr, int *status, char *err, size_t errlen);
+
+#endif
