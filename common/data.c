@@ -217,19 +217,33 @@ void ka_fill_poison(ka_dtype dt, void *buf, int64_t elems, uint64_t seed) {
   }
 }
 
-int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
-                       double rtol, ka_compare *res) {
+/* One thread's share of ka_compare_outputs: elements [lo, hi). */
+typedef struct cmp_part {
+  ka_dtype dt;
+  const void *out;
+  const double *ref;
+  int64_t lo, hi;
+  double atol, rtol, scale; /* scale: pass 1 computes it; pass 2 uses the global one */
+  ka_compare res;
+} cmp_part;
+
+static void *cmp_scale(void *arg) {
+  cmp_part *p = arg;
+  double scale = 0;
+  for (int64_t i = p->lo; i < p->hi; i++)
+    if (isfinite(p->ref[i]) && fabs(p->ref[i]) > scale) scale = fabs(p->ref[i]);
+  p->scale = scale;
+  return NULL;
+}
+
+static void *cmp_range(void *arg) {
+  cmp_part *p = arg;
+  ka_compare *res = &p->res;
   memset(res, 0, sizeof *res);
   res->first_bad = -1;
-  res->elements = elems;
-  double scale = 0;
-  for (int64_t i = 0; i < elems; i++)
-    if (isfinite(ref[i]) && fabs(ref[i]) > scale) scale = fabs(ref[i]);
-  if (scale == 0) scale = 1;
-  res->ref_scale = scale;
-  double abs_tol = atol * scale;
-  for (int64_t i = 0; i < elems; i++) {
-    double o = ka_load_double(dt, out, i), r = ref[i];
+  double abs_tol = p->atol * p->scale;
+  for (int64_t i = p->lo; i < p->hi; i++) {
+    double o = ka_load_double(p->dt, p->out, i), r = p->ref[i];
     int bad;
     if (!isfinite(r)) {
       bad = !(isnan(r) ? isnan(o) : o == r);
@@ -241,15 +255,66 @@ int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t 
       double rel = e / fmax(fabs(r), abs_tol > 0 ? abs_tol : 1e-300);
       if (e > res->max_abs_err) res->max_abs_err = e;
       if (rel > res->max_rel_err) res->max_rel_err = rel;
-      bad = e > abs_tol + rtol * fabs(r);
+      bad = e > abs_tol + p->rtol * fabs(r);
     }
-    if (bad) {
-      if (res->mismatches++ == 0) {
-        res->first_bad = i;
-        res->first_out = o;
-        res->first_ref = r;
-      }
+    if (bad && res->mismatches++ == 0) {
+      res->first_bad = i;
+      res->first_out = o;
+      res->first_ref = r;
     }
+  }
+  return NULL;
+}
+
+/* Runs fn over parts[0..n): parts 1.. on their own threads, part 0 on this one (and any
+ * whose thread could not start). */
+static void cmp_parallel(void *(*fn)(void *), cmp_part *parts, int n) {
+  pthread_t th[KA_FILL_MAX_THREADS];
+  int started[KA_FILL_MAX_THREADS] = {0};
+  for (int i = 1; i < n; i++) started[i] = pthread_create(&th[i], NULL, fn, &parts[i]) == 0;
+  for (int i = 0; i < n; i++)
+    if (!started[i]) fn(&parts[i]);
+  for (int i = 1; i < n; i++)
+    if (started[i]) pthread_join(th[i], NULL);
+}
+
+/* Elements per thread below which ka_compare_outputs stays on one thread. */
+#define KA_CMP_MIN_PER_THREAD ((int64_t)1 << 21)
+
+int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
+                       double rtol, ka_compare *res) {
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t want = elems / KA_CMP_MIN_PER_THREAD;
+  int n = (int)(want < ncpu ? want : ncpu);
+  if (n > KA_FILL_MAX_THREADS) n = KA_FILL_MAX_THREADS;
+  if (n < 1) n = 1;
+  cmp_part parts[KA_FILL_MAX_THREADS];
+  for (int i = 0; i < n; i++)
+    parts[i] = (cmp_part){.dt = dt, .out = out, .ref = ref, .lo = elems * i / n,
+                          .hi = elems * (i + 1) / n, .atol = atol, .rtol = rtol};
+  cmp_parallel(cmp_scale, parts, n);
+  double scale = 0;
+  for (int i = 0; i < n; i++)
+    if (parts[i].scale > scale) scale = parts[i].scale;
+  if (scale == 0) scale = 1;
+  for (int i = 0; i < n; i++) parts[i].scale = scale;
+  cmp_parallel(cmp_range, parts, n);
+  /* merge in index order: the first mismatch is the first part's that has one */
+  memset(res, 0, sizeof *res);
+  res->first_bad = -1;
+  res->elements = elems;
+  res->ref_scale = scale;
+  for (int i = 0; i < n; i++) {
+    const ka_compare *r = &parts[i].res;
+    if (r->mismatches && res->first_bad < 0) {
+      res->first_bad = r->first_bad;
+      res->first_out = r->first_out;
+      res->first_ref = r->first_ref;
+    }
+    res->mismatches += r->mismatches;
+    res->nonfinite += r->nonfinite;
+    if (r->max_abs_err > res->max_abs_err) res->max_abs_err = r->max_abs_err;
+    if (r->max_rel_err > res->max_rel_err) res->max_rel_err = r->max_rel_err;
   }
   return res->mismatches == 0;
 }

@@ -136,6 +136,7 @@ typedef struct es_job {
   int attempts;          /* times dispatched to a worker */
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
+  uint64_t problem_seed; /* the episode's seed (Evaluate: seed): the correctness inputs' */
   es_fileset files; /* the complete editable set of the candidate */
   es_job_state state;
   struct es_worker *worker;          /* RUNNING: the worker holding it */

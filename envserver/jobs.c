@@ -20,6 +20,7 @@ es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
   job->ep = ep;
   job->step = step;
   job->seed = seed;
+  job->problem_seed = ep->seed;
   job->files = *files;
   memset(files, 0, sizeof *files);
   job->state = ES_JOB_QUEUED;
@@ -32,6 +33,7 @@ es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_file
   job->id = es_xstrdup(id);
   job->task = t;
   job->seed = seed;
+  job->problem_seed = seed;
   job->files = *files;
   memset(files, 0, sizeof *files);
   job->include_held_out = include_held_out;
@@ -188,6 +190,7 @@ Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   pj->task_id = es_arena_strdup(a, job->task->id);
   pj->task_version = es_arena_strdup(a, job->task->version);
   pj->seed = job->seed;
+  pj->problem_seed = job->problem_seed;
   pj->files = es_fileset_to_pb(a, &job->files, &pj->n_files);
   pj->include_held_out = job->include_held_out;
   pj->timeout_s = job->task->timeout_s;

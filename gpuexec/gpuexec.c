@@ -20,12 +20,15 @@
 #include <unistd.h>
 
 #include "gpuexec.h"
+#include "refcache.h"
 #include "ka_common.h"
 
 #define GX_POLL_WAIT_MS 5000
 /* default --adaptive-reps: timed calls up to 10x the job's reps while the estimate is
  * unstable (runner_case.c RN_RSE_TARGET) */
 #define GX_ADAPTIVE_REPS 10
+/* default --ref-cache-mb (refcache.h): gelu's two cases hold about 1 GiB */
+#define GX_REF_CACHE_MB 4096
 #define GX_HEARTBEAT_S                                      \
   3.0 /* default --heartbeat-interval; the server's default \
          --heartbeat-timeout is 15 s (ES_HEARTBEAT_LOST_S) */
@@ -305,9 +308,11 @@ static void gx_usage(FILE *f) {
           "                   0: none, the server then waits 2 x (timeout + 30 s))\n"
           "  --adaptive-reps F  timed calls may continue up to F x the job's reps while the\n"
           "                   speedup estimate is unstable (default %d, or KA_ADAPTIVE_REPS;\n"
-          "                   1: exactly the job's reps)\n"
+          "                   1: exactly the job's reps; GPU backends only)\n"
+          "  --ref-cache-mb N   memory for correctness inputs and reference outputs kept\n"
+          "                   across the steps of an episode (default %d MiB; 0: none)\n"
           "  --verbose        log every job\n",
-          GX_ADAPTIVE_REPS);
+          GX_ADAPTIVE_REPS, GX_REF_CACHE_MB);
 }
 
 int main(int argc, char **argv) {
@@ -315,7 +320,7 @@ int main(int argc, char **argv) {
       {"server", required_argument, 0, 's'},   {"tasks", required_argument, 0, 't'},
       {"backends", required_argument, 0, 'b'}, {"cache", required_argument, 0, 'c'},
       {"verbose", no_argument, 0, 'v'},        {"heartbeat-interval", required_argument, 0, 'H'},
-      {"adaptive-reps", required_argument, 0, 'A'},
+      {"adaptive-reps", required_argument, 0, 'A'}, {"ref-cache-mb", required_argument, 0, 'R'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
   const char *cache = NULL;
@@ -323,7 +328,8 @@ int main(int argc, char **argv) {
   double hb_interval = GX_HEARTBEAT_S;
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
   long adaptive = ar_env && *ar_env ? strtol(ar_env, NULL, 10) : GX_ADAPTIVE_REPS;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:", opts, NULL)) != -1) {
+  long ref_mb = GX_REF_CACHE_MB;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -354,6 +360,15 @@ int main(int argc, char **argv) {
         adaptive = strtol(optarg, &end, 10);
         if (*end || end == optarg || adaptive < 1 || adaptive > 100) {
           fprintf(stderr, "gpuexec: --adaptive-reps must be 1 to 100\n");
+          return 2;
+        }
+        break;
+      }
+      case 'R': {
+        char *end;
+        ref_mb = strtol(optarg, &end, 10);
+        if (*end || end == optarg || ref_mb < 0 || ref_mb > (1L << 24)) {
+          fprintf(stderr, "gpuexec: --ref-cache-mb must be 0 to 16777216 MiB\n");
           return 2;
         }
         break;
@@ -392,7 +407,12 @@ int main(int argc, char **argv) {
                         .tmp_dir = tmp,
                         .tasks = reg,
                         .verbose = verbose,
-                        .adaptive_reps = adaptive >= 1 && adaptive <= 100 ? (int)adaptive : 1};
+                        .adaptive_reps = adaptive >= 1 && adaptive <= 100 ? (int)adaptive : 1,
+                        .ref_cache = ka_refcache_new((size_t)ref_mb << 20)};
+  if (!cfg.ref_cache) {
+    fprintf(stderr, "gpuexec: out of memory\n");
+    return 1;
+  }
 
   const char *all[] = {"host", "cuda", "hip"};
   char list[256];

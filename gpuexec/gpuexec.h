@@ -25,6 +25,7 @@ typedef struct ka_exec_config {
   const char *tmp_dir;     /* parent of per-evaluation private directories */
   const ka_registry *tasks;
   int verbose;
+  struct ka_refcache *ref_cache; /* correctness inputs and references (refcache.h), or NULL */
   int adaptive_reps; /* timed calls may go on up to this many times the job's reps while
                         the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
   int fixed_inputs; /* ka-validate only: inputs from the job's seed alone (no per-evaluation

@@ -19,6 +19,7 @@
 #include "gpuexec.h"
 #include "ka_common.h"
 #include "runner.h"
+#include "refcache.h"
 #include "sandbox.h"
 
 #define WK_LOG_MAX (64u << 10)
@@ -31,17 +32,21 @@
 #define WK_GRACE_S 5.0 /* after the deadline, for the supervisor's report */
 #define WK_MAX_CASES 64
 
+/* One tensor of a case as the worker hands it to the runner. Inputs: the cache entry's
+ * sealed memfd and read-only mapping (not owned here); outputs: a memfd of this
+ * evaluation that the runner fills (owned), and the entry's reference values. */
 typedef struct wk_tensor {
-  int fd;      /* memfd shared with the runner, -1 if none */
-  void *map;   /* our mapping of fd */
-  void *priv;  /* inputs: private copy the reference reads */
-  double *ref; /* outputs: reference values */
+  int fd;            /* memfd shared with the runner, -1 if none */
+  const void *map;   /* our mapping of fd */
+  const double *ref; /* outputs: reference values (the entry's) */
   size_t bytes;
   int64_t elems;
+  int owned; /* fd and map are this evaluation's (outputs) */
 } wk_tensor;
 
 typedef struct wk_case {
   const ka_case *c;
+  ka_refentry *e; /* correctness inputs and reference (refcache.h), held */
   wk_tensor t[KA_MAX_TENSORS];
 } wk_case;
 
@@ -104,28 +109,37 @@ static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, co
   res->message = strdup(buf);
 }
 
-static void wk_free_cases(const ka_task *t, wk_case *cs, int n) {
-  for (int i = 0; i < n; i++)
+static void wk_free_cases(const ka_exec_config *cfg, const ka_task *t, wk_case *cs, int n) {
+  for (int i = 0; i < n; i++) {
     for (int k = 0; k < t->ntensors; k++) {
       wk_tensor *x = &cs[i].t[k];
-      if (x->map && x->map != MAP_FAILED) munmap(x->map, x->bytes ? x->bytes : 1);
+      if (!x->owned) continue;
+      if (x->map && x->map != MAP_FAILED) munmap((void *)x->map, x->bytes ? x->bytes : 1);
       if (x->fd >= 0) close(x->fd);
-      free(x->priv);
-      free(x->ref);
     }
+    ka_ref_release(cfg->ref_cache, cs[i].e);
+    cs[i].e = NULL;
+  }
 }
 
-/* Allocates shared inputs/outputs of one case and fills the inputs from the seed. */
-static int wk_prepare_case(const ka_task *t, wk_case *wc, int case_index, uint64_t seed, char *err,
-                           size_t errlen) {
+/* A case's tensors: its inputs (and, later, its reference) from the cache entry of
+ * (task, case, seed), drawn now if it has none; fresh memfds for its outputs. */
+static int wk_prepare_case(const ka_exec_config *cfg, const ka_task *t, wk_case *wc, int case_index,
+                           uint64_t seed, char *err, size_t errlen) {
   for (int k = 0; k < t->ntensors; k++) wc->t[k].fd = -1;
+  int rc = ka_ref_acquire(cfg->ref_cache, t, case_index, seed, &wc->e, err, errlen);
+  if (rc) return rc;
   for (int k = 0; k < t->ntensors; k++) {
     wk_tensor *x = &wc->t[k];
-    const ka_tensor_spec *ts = &t->tensors[k];
-    int rc = ka_task_tensor_elems(t, k, wc->c, &x->elems, err, errlen);
-    if (rc) return rc;
-    x->bytes = (size_t)x->elems * ka_dtype_size(ts->dtype);
-    int fd = memfd_create(ts->name, MFD_CLOEXEC);
+    x->elems = wc->e->elems[k];
+    x->bytes = wc->e->bytes[k];
+    if (t->tensors[k].role == KA_ROLE_INPUT) {
+      x->fd = wc->e->fd[k];
+      x->map = wc->e->in[k];
+      continue;
+    }
+    x->owned = 1;
+    int fd = memfd_create(t->tensors[k].name, MFD_CLOEXEC);
     if (fd < 0) return ka_seterr(err, errlen, KA_ESYS, "memfd_create: %s", strerror(errno));
     /* keep shared fds above the runner's fixed descriptors (0-3) */
     x->fd = fcntl(fd, F_DUPFD_CLOEXEC, 10);
@@ -133,29 +147,46 @@ static int wk_prepare_case(const ka_task *t, wk_case *wc, int case_index, uint64
     if (x->fd < 0) return ka_seterr(err, errlen, KA_ESYS, "fcntl: %s", strerror(errno));
     if (ftruncate(x->fd, (off_t)(x->bytes ? x->bytes : 1)) != 0)
       return ka_seterr(err, errlen, KA_ESYS, "ftruncate %zu bytes: %s", x->bytes, strerror(errno));
-    x->map = mmap(NULL, x->bytes ? x->bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
-    if (x->map == MAP_FAILED) {
-      x->map = NULL;
-      return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
-    }
-    if (ts->role == KA_ROLE_INPUT) {
-      x->priv = malloc(x->bytes ? x->bytes : 1);
-      if (!x->priv) return KA_ENOMEM;
-      ka_fill_input(ts, x->priv, x->elems, seed, case_index, k);
-      memcpy(x->map, x->priv, x->bytes);
-    } else {
-      x->ref = malloc(sizeof(double) * (size_t)(x->elems ? x->elems : 1));
-      if (!x->ref) return KA_ENOMEM;
-    }
+    void *m = mmap(NULL, x->bytes ? x->bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd, 0);
+    if (m == MAP_FAILED) return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
+    x->map = m;
   }
   return KA_OK;
 }
 
-static void wk_reference(const ka_task *t, ka_reference_fn fn, wk_case *wc) {
-  void *ptrs[KA_MAX_TENSORS];
-  for (int k = 0; k < t->ntensors; k++)
-    ptrs[k] = t->tensors[k].role == KA_ROLE_INPUT ? wc->t[k].priv : (void *)wc->t[k].ref;
-  fn(ptrs, wc->c->values);
+typedef struct wk_ref_job {
+  wk_case *wc;
+  const ka_task *t;
+  ka_reference_fn fn;
+  int rc;
+} wk_ref_job;
+
+static void *wk_ref_thread(void *arg) {
+  wk_ref_job *j = arg;
+  j->rc = ka_ref_reference(j->wc->e, j->fn);
+  for (int k = 0; k < j->t->ntensors && j->rc == KA_OK; k++)
+    if (j->t->tensors[k].role == KA_ROLE_OUTPUT) j->wc->t[k].ref = j->wc->e->ref[k];
+  return NULL;
+}
+
+/* The reference outputs of every case (computed once per cache entry), the cases in
+ * parallel threads. KA_OK or KA_ENOMEM. */
+static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int n) {
+  wk_ref_job jobs[WK_MAX_CASES];
+  pthread_t th[WK_MAX_CASES];
+  int started[WK_MAX_CASES] = {0};
+  for (int i = 0; i < n; i++) {
+    jobs[i] = (wk_ref_job){.wc = &cs[i], .t = t, .fn = fn, .rc = KA_OK};
+    started[i] = i > 0 && pthread_create(&th[i], NULL, wk_ref_thread, &jobs[i]) == 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (!started[i]) wk_ref_thread(&jobs[i]);
+  int rc = KA_OK;
+  for (int i = 0; i < n; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    if (jobs[i].rc) rc = jobs[i].rc;
+  }
+  return rc;
 }
 
 /* The runner's environment: nothing of ours beyond what compilers and drivers need
@@ -525,93 +556,125 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
   }
 }
 
-void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
-  double t0 = ka_now_s();
-  char err[2048] = "";
-  res->job_id = wk_strdup(job->job_id);
-  res->device = ka_device_dup(dev);
-  const ka_task *t = ka_registry_find(cfg->tasks, job->task_id);
-  if (!t) {
+/* The executor's secret, drawn once per process: mixed with a job's problem seed it
+ * gives the correctness inputs, which the steps of an episode share (refcache.h). */
+static uint64_t wk_secret;
+static void wk_secret_init(void) {
+  if (getrandom(&wk_secret, sizeof wk_secret, 0) != (ssize_t)sizeof wk_secret)
+    wk_secret = (uint64_t)(ka_now_s() * 1e9) ^ ((uint64_t)getpid() << 40);
+}
+
+/* What the worker holds for one evaluation. */
+typedef struct wk_eval {
+  const ka_exec_config *cfg;
+  const Kernelarena__V1__Job *job;
+  const Kernelarena__V1__Device *dev;
+  const ka_task *t;
+  ka_reference_fn ref;
+  char workdir[PATH_MAX];
+  wk_case cs[WK_MAX_CASES];
+  int ncases, prepared;
+  uint64_t in_seed, eval_secret;
+  double timeout;
+} wk_eval;
+
+/* Checks the job against this executor's task copy; KA_OK or a message in res. */
+static int wk_check_job(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  const Kernelarena__V1__Job *job = ev->job;
+  ev->t = ka_registry_find(ev->cfg->tasks, job->task_id);
+  if (!ev->t) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "executor has no task %s", job->task_id);
-    return;
+    return KA_ENOENT;
   }
-  if (strcmp(t->version, job->task_version)) {
+  if (strcmp(ev->t->version, job->task_version)) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
-            "task %s differs between server (%s) and executor (%s)", t->id, job->task_version,
-            t->version);
-    return;
+            "task %s differs between server (%s) and executor (%s)", ev->t->id, job->task_version,
+            ev->t->version);
+    return KA_ESTATE;
   }
   for (size_t i = 0; i < job->n_files; i++)
-    if (!ka_path_is_safe(job->files[i]->path) || !ka_task_is_editable(t, job->files[i]->path)) {
+    if (!ka_path_is_safe(job->files[i]->path) || !ka_task_is_editable(ev->t, job->files[i]->path)) {
       wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "job names a non-editable file");
-      return;
+      return KA_EINVAL;
     }
-  ka_reference_fn ref;
-  if (ka_reference_get(t, cfg->cache_dir, &ref, err, sizeof err)) {
+  if (ka_reference_get(ev->t, ev->cfg->cache_dir, &ev->ref, err, errlen)) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "%s", err);
-    return;
+    return KA_EUNAVAIL;
   }
-  char workdir[PATH_MAX];
-  snprintf(workdir, sizeof workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
-  if (!mkdtemp(workdir)) {
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
-    return;
-  }
-  wk_case cs[WK_MAX_CASES];
-  memset(cs, 0, sizeof cs);
-  int ncases = 0, prepared = 0;
-  for (int i = 0; i < t->ncases + t->nheld && ncases < WK_MAX_CASES; i++)
-    if (!t->cases[i].held_out || job->include_held_out) cs[ncases++].c = &t->cases[i];
-  /* Inputs and poison come from the job's seed mixed with a secret drawn for this
-   * evaluation, so a submission that knows the episode's seed cannot predict them
-   * (docs/integrity.md). */
-  uint64_t secret = 0;
-  if (!cfg->fixed_inputs && getrandom(&secret, sizeof secret, 0) != (ssize_t)sizeof secret)
-    secret = (uint64_t)(ka_now_s() * 1e9) ^ ((uint64_t)getpid() << 40);
-  uint64_t in_seed = ka_mix64(job->seed, secret);
-  int rc = KA_OK;
-  for (int i = 0; i < ncases && rc == KA_OK; i++, prepared++)
-    rc = wk_prepare_case(t, &cs[i], (int)(cs[i].c - t->cases), in_seed, err, sizeof err);
-  if (rc) {
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
-    wk_free_cases(t, cs, prepared);
-    ka_rmtree(workdir);
-    return;
-  }
+  return KA_OK;
+}
 
-  /* the runner's job */
+/* The seeds (docs/integrity.md, property 2): the correctness inputs from the job's
+ * problem seed and the executor's secret (shared by an episode's steps, refcache.h),
+ * everything of the timed calls (their inputs, poison, which are verified) from a secret
+ * drawn for this evaluation alone; ka-validate (fixed_inputs): the job's seed alone. */
+static void wk_seeds(wk_eval *ev) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  const Kernelarena__V1__Job *job = ev->job;
+  if (ev->cfg->fixed_inputs) {
+    ev->in_seed = job->seed;
+    ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
+    return;
+  }
+  pthread_once(&once, wk_secret_init);
+  ev->in_seed = ka_mix64(job->problem_seed ? job->problem_seed : job->seed, wk_secret);
+  if (getrandom(&ev->eval_secret, sizeof ev->eval_secret, 0) != (ssize_t)sizeof ev->eval_secret)
+    ev->eval_secret = ka_mix64((uint64_t)(ka_now_s() * 1e9), (uint64_t)getpid());
+}
+
+/* The cases the job asks for, with their inputs (from the cache or drawn now) and output
+ * memfds; KA_OK, or INFRA_ERROR in res. */
+static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  const ka_task *t = ev->t;
+  for (int i = 0; i < t->ncases + t->nheld && ev->ncases < WK_MAX_CASES; i++)
+    if (!t->cases[i].held_out || ev->job->include_held_out) ev->cs[ev->ncases++].c = &t->cases[i];
+  int rc = KA_OK;
+  for (int i = 0; i < ev->ncases && rc == KA_OK; i++, ev->prepared++)
+    rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, err,
+                         errlen);
+  if (rc) wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
+  return rc;
+}
+
+/* The runner's job, packed into *buf (caller frees); share[] gets every memfd the runner
+ * inherits. */
+static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *share, int *nshare) {
+  const ka_task *t = ev->t;
+  const Kernelarena__V1__Job *job = ev->job;
   Kernelarena__V1__RunnerJob rj = KERNELARENA__V1__RUNNER_JOB__INIT;
-  rj.backend = dev->backend;
-  rj.device_index = dev->index;
+  rj.backend = ev->dev->backend;
+  rj.device_index = ev->dev->index;
   rj.task_dir = t->dir;
   rj.candidate = job->files;
   rj.n_candidate = job->n_files;
   rj.warmup = job->warmup;
   rj.reps = job->reps;
-  rj.poison_seed = ka_mix64(in_seed, 0x706f69736f6eULL);
-  {
-    int reps = job->reps > 0 ? job->reps : 20;
-    rj.max_reps = cfg->adaptive_reps > 1 ? reps * cfg->adaptive_reps : reps;
-  }
-  rj.workdir = workdir;
-  Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES], *rcp[WK_MAX_CASES];
-  int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
-  int32_t in_fds[WK_MAX_CASES][KA_MAX_TENSORS], out_fds[WK_MAX_CASES][KA_MAX_TENSORS];
-  int share[WK_MAX_CASES * KA_MAX_TENSORS], nshare = 0;
-  for (int i = 0; i < ncases; i++) {
+  rj.poison_seed = ka_mix64(ev->eval_secret, 0x706f69736f6eULL);
+  int reps = job->reps > 0 ? job->reps : 20;
+  /* adaptive repetition on GPUs only: CPU timings on a shared host do not settle to 0.1%,
+   * and the host backend's cache flush costs more than its calls */
+  int host = !strcmp(ev->dev->backend, "host");
+  rj.max_reps = ev->cfg->adaptive_reps > 1 && !host ? reps * ev->cfg->adaptive_reps : reps;
+  rj.workdir = ev->workdir;
+  static __thread Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES];
+  static __thread Kernelarena__V1__RunnerCase *rcp[WK_MAX_CASES];
+  static __thread int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
+  static __thread int32_t in_fds[WK_MAX_CASES][KA_MAX_TENSORS], out_fds[WK_MAX_CASES][KA_MAX_TENSORS];
+  *nshare = 0;
+  for (int i = 0; i < ev->ncases; i++) {
+    wk_case *wc = &ev->cs[i];
     kernelarena__v1__runner_case__init(&rcs[i]);
     rcp[i] = &rcs[i];
-    rcs[i].name = cs[i].c->name;
-    rcs[i].held_out = cs[i].c->held_out;
-    for (int p = 0; p < t->nparams; p++) params[i][p] = cs[i].c->values[p];
+    rcs[i].name = wc->c->name;
+    rcs[i].held_out = wc->c->held_out;
+    for (int p = 0; p < t->nparams; p++) params[i][p] = wc->c->values[p];
     rcs[i].params = params[i];
     rcs[i].n_params = (size_t)t->nparams;
     for (int k = 0; k < t->ntensors; k++) {
       int in = t->tensors[k].role == KA_ROLE_INPUT;
-      in_fds[i][k] = in ? cs[i].t[k].fd : -1;
-      out_fds[i][k] = in ? -1 : cs[i].t[k].fd;
-      share[nshare++] = cs[i].t[k].fd;
+      in_fds[i][k] = in ? wc->t[k].fd : -1;
+      out_fds[i][k] = in ? -1 : wc->t[k].fd;
+      share[(*nshare)++] = wc->t[k].fd;
     }
     rcs[i].input_fds = in_fds[i];
     rcs[i].n_input_fds = (size_t)t->ntensors;
@@ -619,54 +682,45 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     rcs[i].n_output_fds = (size_t)t->ntensors;
   }
   rj.cases = rcp;
-  rj.n_cases = (size_t)ncases;
-  size_t jlen = kernelarena__v1__runner_job__get_packed_size(&rj);
-  uint8_t *jbuf = malloc(jlen + 1);
-  kernelarena__v1__runner_job__pack(&rj, jbuf);
+  rj.n_cases = (size_t)ev->ncases;
+  *len = kernelarena__v1__runner_job__get_packed_size(&rj);
+  *buf = malloc(*len + 1);
+  if (!*buf) return KA_ENOMEM;
+  kernelarena__v1__runner_job__pack(&rj, *buf);
+  return KA_OK;
+}
 
-  double timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
-  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
-  rc = wk_spawn(cfg, dev->backend, workdir, share, nshare, timeout, &ch, err, sizeof err);
-  if (rc) {
-    free(jbuf);
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
-    wk_free_cases(t, cs, prepared);
-    ka_rmtree(workdir);
-    return;
+/* Writes the (small) job to the runner before anything else, so it is not kept waiting. */
+static void wk_send_job(wk_child *ch, const uint8_t *jbuf, size_t jlen) {
+  size_t off = 0;
+  while (off < jlen) {
+    struct pollfd p = {ch->in_fd, POLLOUT, 0};
+    if (poll(&p, 1, 1000) <= 0) break;
+    ssize_t w = write(ch->in_fd, jbuf + off, jlen - off);
+    if (w <= 0) break;
+    off += (size_t)w;
   }
-  double deadline = ka_now_s() + timeout;
-  /* The reference runs here, in the trusted process, while the runner works. The job
-   * is written first so the runner is not kept waiting. */
-  ka_sb result = {0}, log = {0};
-  int wstatus = 0;
-  {
-    /* write the job (small) before computing references */
-    size_t off = 0;
-    while (off < jlen) {
-      struct pollfd p = {ch.in_fd, POLLOUT, 0};
-      if (poll(&p, 1, 1000) <= 0) break;
-      ssize_t w = write(ch.in_fd, jbuf + off, jlen - off);
-      if (w <= 0) break;
-      off += (size_t)w;
-    }
-    close(ch.in_fd);
-    ch.in_fd = -1;
-  }
-  for (int i = 0; i < ncases; i++) wk_reference(t, ref, &cs[i]);
-  size_t dropped = 0;
-  rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped);
-  free(jbuf);
+  close(ch->in_fd);
+  ch->in_fd = -1;
+}
 
+/* Turns the runner's result (or its absence) into the verdict in res. */
+static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka_sb *log,
+                       Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  const ka_task *t = ev->t;
+  wk_case *cs = ev->cs;
+  int ncases = ev->ncases;
+  double timeout = ev->timeout;
   Kernelarena__V1__RunnerResult *rr = NULL;
   if (rc == KA_ETIMEDOUT) {
     wk_fail(res, KERNELARENA__V1__STATUS__TIMEOUT,
             "evaluation exceeded its %.0f s limit; the runner's process group was killed", timeout);
-  } else if (result.len > 0 && !(rr = kernelarena__v1__runner_result__unpack(
-                                     NULL, result.len, (uint8_t *)result.s))) {
+  } else if (result->len > 0 && !(rr = kernelarena__v1__runner_result__unpack(
+                                     NULL, result->len, (uint8_t *)result->s))) {
     /* never a score: the verdict is missing (docs/integrity.md) */
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
-            "the runner's result is malformed (%zu bytes that do not decode)", result.len);
-  } else if (rr && !wk_result_valid(rr, ncases, err, sizeof err)) {
+            "the runner's result is malformed (%zu bytes that do not decode)", result->len);
+  } else if (rr && !wk_result_valid(rr, ncases, err, errlen)) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the runner's result is malformed: %s", err);
   } else if (rr) {
     res->compile_log = wk_strdup(rr->compile_log);
@@ -683,7 +737,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
       res->telemetry->base.n_unknown_fields = 0;
       res->telemetry->device_name = wk_strdup(rr->telemetry->device_name);
     }
-    if (rr->runtime_log && *rr->runtime_log) ka_sb_puts(&log, rr->runtime_log);
+    if (rr->runtime_log && *rr->runtime_log) ka_sb_puts(log, rr->runtime_log);
     /* An INCORRECT from the runner (an input changed, a timed output differs) after
      * correctness trials whose outputs it delivered: judge those against the
      * reference first, so that a plainly wrong output is reported as such, with its
@@ -745,14 +799,71 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
             "the evaluation process exited with code %d without a result",
             WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
   }
-  wk_sandbox_verdict(&ch.report, res, &log);
-  if (dropped)
-    ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n", dropped);
-  res->runtime_log = ka_sb_take(&log);
-  wk_truncate(&res->compile_log, WK_LOG_MAX);
-  ka_sb_free(&result);
   if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
-  wk_free_cases(t, cs, prepared);
-  ka_rmtree(workdir);
+}
+
+void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+  double t0 = ka_now_s();
+  char err[2048] = "";
+  res->job_id = wk_strdup(job->job_id);
+  res->device = ka_device_dup(dev);
+  wk_eval *ev = calloc(1, sizeof *ev);
+  if (!ev) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
+    return;
+  }
+  ev->cfg = cfg, ev->job = job, ev->dev = dev;
+  if (wk_check_job(ev, res, err, sizeof err)) {
+    free(ev);
+    return;
+  }
+  snprintf(ev->workdir, sizeof ev->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
+  if (!mkdtemp(ev->workdir)) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
+    free(ev);
+    return;
+  }
+  const ka_task *t = ev->t;
+  wk_seeds(ev);
+  uint8_t *jbuf = NULL;
+  size_t jlen = 0;
+  int share[WK_MAX_CASES * KA_MAX_TENSORS], nshare = 0;
+  int rc = wk_prepare(ev, res, err, sizeof err);
+  if (rc == KA_OK && (rc = wk_pack_runner_job(ev, &jbuf, &jlen, share, &nshare)) != KA_OK)
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
+  ev->timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
+  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
+  if (rc == KA_OK &&
+      (rc = wk_spawn(cfg, dev->backend, ev->workdir, share, nshare, ev->timeout, &ch, err,
+                     sizeof err)) != KA_OK)
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
+  if (rc == KA_OK) {
+    double deadline = ka_now_s() + ev->timeout;
+    wk_send_job(&ch, jbuf, jlen);
+    /* the references are computed here, in the trusted process, while the runner works
+     * (once per cache entry) */
+    int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
+    ka_sb result = {0}, log = {0};
+    int wstatus = 0;
+    size_t dropped = 0;
+    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped);
+    if (ref_rc != KA_OK) {
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory for the reference");
+    } else {
+      wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
+      wk_sandbox_verdict(&ch.report, res, &log);
+    }
+    if (dropped)
+      ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n",
+                   dropped);
+    res->runtime_log = ka_sb_take(&log);
+    wk_truncate(&res->compile_log, WK_LOG_MAX);
+    ka_sb_free(&result);
+  }
+  free(jbuf);
+  wk_free_cases(cfg, t, ev->cs, ev->prepared);
+  ka_rmtree(ev->workdir);
+  free(ev);
   res->wall_s = ka_now_s() - t0;
 }

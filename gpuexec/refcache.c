@@ -1,0 +1,233 @@
+/* Correctness inputs and reference outputs kept across evaluations (refcache.h). */
+#include "refcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "data.h"
+#include "ka_common.h"
+
+struct ka_refcache {
+  pthread_mutex_t mu;
+  size_t budget, bytes; /* bytes: entries in the list */
+  int entries;
+  uint64_t hits, misses;
+  ka_refentry *head, *tail; /* most recently used first */
+};
+
+ka_refcache *ka_refcache_new(size_t budget_bytes) {
+  ka_refcache *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  pthread_mutex_init(&c->mu, NULL);
+  c->budget = budget_bytes;
+  return c;
+}
+
+static void ref_free(ka_refentry *e) {
+  for (int k = 0; k < KA_MAX_TENSORS; k++) {
+    if (e->in[k]) munmap((void *)e->in[k], e->bytes[k] ? e->bytes[k] : 1);
+    if (e->fd[k] >= 0) close(e->fd[k]);
+    free(e->ref[k]);
+  }
+  pthread_mutex_destroy(&e->mu);
+  free(e);
+}
+
+static void ref_unlink(ka_refcache *c, ka_refentry *e) {
+  if (e->prev) e->prev->next = e->next;
+  else c->head = e->next;
+  if (e->next) e->next->prev = e->prev;
+  else c->tail = e->prev;
+  e->prev = e->next = NULL;
+  e->cached = 0;
+  c->bytes -= e->cost;
+  c->entries--;
+}
+
+static void ref_push_front(ka_refcache *c, ka_refentry *e) {
+  e->prev = NULL;
+  e->next = c->head;
+  if (c->head) c->head->prev = e;
+  c->head = e;
+  if (!c->tail) c->tail = e;
+  e->cached = 1;
+  c->bytes += e->cost;
+  c->entries++;
+}
+
+/* Evicts unused entries from the tail until the cache fits its budget. Under c->mu. */
+static void ref_trim(ka_refcache *c) {
+  ka_refentry *e = c->tail;
+  while (e && c->bytes > c->budget) {
+    ka_refentry *prev = e->prev;
+    if (e->refs == 0) {
+      ref_unlink(c, e);
+      ref_free(e);
+    }
+    e = prev;
+  }
+}
+
+void ka_refcache_free(ka_refcache *c) {
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  for (ka_refentry *e = c->head, *n; e; e = n) {
+    n = e->next;
+    ref_unlink(c, e);
+    if (e->refs == 0) ref_free(e);
+  }
+  pthread_mutex_unlock(&c->mu);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* Draws input k of e into a new memfd and seals it. */
+static int ref_input(ka_refentry *e, int k, char *err, size_t errlen) {
+  const ka_tensor_spec *ts = &e->task->tensors[k];
+  size_t len = e->bytes[k] ? e->bytes[k] : 1;
+  int fd = memfd_create(ts->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return ka_seterr(err, errlen, KA_ESYS, "memfd_create: %s", strerror(errno));
+  /* keep shared fds above the runner's fixed descriptors (0-3) */
+  e->fd[k] = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  close(fd);
+  if (e->fd[k] < 0) return ka_seterr(err, errlen, KA_ESYS, "fcntl: %s", strerror(errno));
+  if (ftruncate(e->fd[k], (off_t)len) != 0)
+    return ka_seterr(err, errlen, KA_ESYS, "ftruncate %zu bytes: %s", len, strerror(errno));
+  void *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, e->fd[k], 0);
+  if (w == MAP_FAILED) return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
+  ka_fill_input(ts, w, e->elems[k], e->seed, e->case_index, k);
+  munmap(w, len);
+  if (fcntl(e->fd[k], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
+    return ka_seterr(err, errlen, KA_ESYS, "sealing an input: %s", strerror(errno));
+  void *r = mmap(NULL, len, PROT_READ, MAP_SHARED, e->fd[k], 0);
+  if (r == MAP_FAILED) return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
+  e->in[k] = r;
+  return KA_OK;
+}
+
+/* A new entry with its inputs drawn and sealed (reference not computed). */
+static int ref_make(const ka_task *t, int ci, uint64_t seed, ka_refentry **out, char *err,
+                    size_t errlen) {
+  ka_refentry *e = calloc(1, sizeof *e);
+  if (!e) return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
+  pthread_mutex_init(&e->mu, NULL);
+  e->task = t, e->case_index = ci, e->seed = seed;
+  for (int k = 0; k < KA_MAX_TENSORS; k++) e->fd[k] = -1;
+  int rc = KA_OK;
+  for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
+    rc = ka_task_tensor_elems(t, k, &t->cases[ci], &e->elems[k], err, errlen);
+    if (rc) break;
+    e->bytes[k] = (size_t)e->elems[k] * ka_dtype_size(t->tensors[k].dtype);
+    if (t->tensors[k].role == KA_ROLE_INPUT) {
+      rc = ref_input(e, k, err, errlen);
+      e->cost += e->bytes[k];
+    } else {
+      e->cost += sizeof(double) * (size_t)e->elems[k];
+    }
+  }
+  if (rc) {
+    ref_free(e);
+    return rc;
+  }
+  *out = e;
+  return KA_OK;
+}
+
+int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                   ka_refentry **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (c) {
+    pthread_mutex_lock(&c->mu);
+    for (ka_refentry *e = c->head; e; e = e->next)
+      if (e->task == t && e->case_index == case_index && e->seed == seed) {
+        ref_unlink(c, e);
+        ref_push_front(c, e);
+        e->refs++;
+        c->hits++;
+        pthread_mutex_unlock(&c->mu);
+        *out = e;
+        return KA_OK;
+      }
+    c->misses++;
+    pthread_mutex_unlock(&c->mu);
+  }
+  ka_refentry *e = NULL;
+  int rc = ref_make(t, case_index, seed, &e, err, errlen);
+  if (rc) return rc;
+  e->refs = 1;
+  if (c) {
+    pthread_mutex_lock(&c->mu);
+    /* another thread may have made the same entry meanwhile: keep one */
+    ka_refentry *twin = NULL;
+    for (ka_refentry *x = c->head; x && !twin; x = x->next)
+      if (x->task == t && x->case_index == case_index && x->seed == seed) twin = x;
+    if (twin) {
+      twin->refs++;
+      pthread_mutex_unlock(&c->mu);
+      ref_free(e);
+      *out = twin;
+      return KA_OK;
+    }
+    if (e->cost <= c->budget) {
+      ref_push_front(c, e);
+      ref_trim(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+  }
+  *out = e;
+  return KA_OK;
+}
+
+int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
+  pthread_mutex_lock(&e->mu);
+  int rc = KA_OK;
+  if (!e->ready) {
+    const ka_task *t = e->task;
+    void *ptrs[KA_MAX_TENSORS];
+    for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
+      if (t->tensors[k].role == KA_ROLE_INPUT) {
+        ptrs[k] = (void *)e->in[k];
+      } else {
+        if (!e->ref[k]) e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
+        if (!e->ref[k]) rc = KA_ENOMEM;
+        ptrs[k] = e->ref[k];
+      }
+    }
+    if (rc == KA_OK) {
+      fn(ptrs, t->cases[e->case_index].values);
+      e->ready = 1;
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  return rc;
+}
+
+void ka_ref_release(ka_refcache *c, ka_refentry *e) {
+  if (!e) return;
+  if (!c) {
+    ref_free(e);
+    return;
+  }
+  pthread_mutex_lock(&c->mu);
+  int gone = --e->refs == 0 && !e->cached;
+  if (e->refs == 0 && e->cached && !e->ready) {
+    /* its reference was never computed (the evaluation failed early): drop it, so that
+     * a cached entry is always complete or being completed by a holder */
+    ref_unlink(c, e);
+    gone = 1;
+  }
+  ref_trim(c);
+  pthread_mutex_unlock(&c->mu);
+  if (gone) ref_free(e);
+}
+
+void ka_refcache_stats(ka_refcache *c, int *entries, size_t *bytes, uint64_t *hits,
+                       uint64_t *misses) {
+  pthread_mutex_lock(&c->mu);
+  *entries = c->entries, *bytes = c->bytes, *hits = c->hits, *misses = c->misses;
+  pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,71 @@
+/* Correctness inputs and reference outputs, kept across evaluations (issue 15).
+ *
+ * The correctness trial of a case runs on inputs drawn from the job's problem seed (the
+ * episode's seed) mixed with a secret of the executor process, so every step of an
+ * episode, and every rollout of a GRPO group that shares a seed, sees the same inputs
+ * on one executor, and their reference outputs (trusted C, double precision, on the
+ * host) need computing once. The submission never learns the secret, so it still cannot
+ * predict the inputs (docs/integrity.md, property 2); timed calls draw their own inputs
+ * per call and per evaluation.
+ *
+ * An entry holds one case's inputs in sealed memfds (F_SEAL_WRITE: no process, the
+ * runner included, can change them, so they can be handed to every runner as they are)
+ * and its reference outputs. Entries are reference counted; unused ones are evicted
+ * least recently used first past the cache's byte budget. Thread safe. */
+#ifndef KA_REFCACHE_H
+#define KA_REFCACHE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpuexec.h"
+#include "task.h"
+
+typedef struct ka_refcache ka_refcache;
+
+/* One case's correctness data. Read-only for holders once ka_ref_reference returned. */
+typedef struct ka_refentry {
+  const ka_task *task;
+  int case_index; /* index in task->cases */
+  uint64_t seed;  /* the input seed the inputs were drawn from */
+  int fd[KA_MAX_TENSORS];             /* inputs: sealed memfd; outputs: -1 */
+  const void *in[KA_MAX_TENSORS];     /* inputs: read-only mapping of fd */
+  double *ref[KA_MAX_TENSORS];        /* outputs: reference values (NULL until computed) */
+  int64_t elems[KA_MAX_TENSORS];
+  size_t bytes[KA_MAX_TENSORS];
+  size_t cost;                        /* bytes held: inputs and reference outputs */
+  /* private to refcache.c */
+  pthread_mutex_t mu;
+  int ready;  /* reference computed */
+  int refs;   /* holders */
+  int cached; /* in the cache's list */
+  struct ka_refentry *prev, *next;
+} ka_refentry;
+
+/* A cache of at most budget_bytes of unused entries (0: keep none beyond their use).
+ * NULL on out of memory. */
+ka_refcache *ka_refcache_new(size_t budget_bytes);
+/* Frees the cache and every unused entry; entries still held are freed by their last
+ * ka_ref_release. NULL is a no-op. */
+void ka_refcache_free(ka_refcache *c);
+
+/* The entry of (t, case_index, seed), held for the caller: found in the cache, or made
+ * now with its inputs drawn (ka_fill_input) and sealed; its reference may not be
+ * computed yet (ka_ref_reference). cache may be NULL (a private entry). Returns KA_OK,
+ * or KA_ESYS / KA_ENOMEM with the reason in err and *out NULL. */
+int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                   ka_refentry **out, char *err, size_t errlen);
+
+/* Computes e's reference outputs with fn unless done already (by this or another
+ * holder: concurrent callers wait for the first). Returns KA_OK or KA_ENOMEM. */
+int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
+
+/* Releases a hold from ka_ref_acquire; the entry stays cached within the budget. */
+void ka_ref_release(ka_refcache *c, ka_refentry *e);
+
+/* Entries and bytes in the cache now, and lookups that found an entry (statistics). */
+void ka_refcache_stats(ka_refcache *c, int *entries, size_t *bytes, uint64_t *hits,
+                       uint64_t *misses);
+
+#endif
