@@ -1,0 +1,39 @@
+#!/bin/sh
+# One device call for the evaluation pipeline (issues 15 and 16), prebuilt binaries only:
+#   1. build/bin/nvrtc_compile_test on the H200: the trusted kernels (device fill = the host
+#      generator, fill checks, comparison with tolerance) and the backend's staging;
+#   2. tests/device/integrity_h200.sh and tests/device/sandbox_h200.sh (the adversarial and
+#      fault runs of tests/adversarial/manifest.yaml on the GPU);
+#   3. bench/step_latency.sh with BUILDS (default new=build/bin old=build-old/bin).
+# Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
+# device tool brings back 8 files at most).
+#   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
+set -u
+OUT=${OUT:-/tmp/ka-out}
+mkdir -p "$OUT"
+PARTS=${PARTS:-"nvrtc integrity sandbox bench"}
+W=$(mktemp -d)
+for p in $PARTS; do
+  mkdir -p "$W/$p"
+  case $p in
+    nvrtc)
+      echo "== nvrtc_compile_test (device)"
+      build/bin/nvrtc_compile_test tasks >"$OUT/nvrtc.txt" 2>&1
+      echo "rc $?"; grep -v "^ok " "$OUT/nvrtc.txt" | tail -15 ;;
+    integrity)
+      echo "== integrity_h200"
+      OUT=$W/$p sh tests/device/integrity_h200.sh >"$OUT/integrity.txt" 2>&1
+      echo "rc $?"; tail -16 "$OUT/integrity.txt" ;;
+    sandbox)
+      echo "== sandbox_h200"
+      OUT=$W/$p sh tests/device/sandbox_h200.sh >"$OUT/sandbox.txt" 2>&1
+      echo "rc $?"; tail -10 "$OUT/sandbox.txt" ;;
+    bench)
+      echo "== step_latency"
+      OUT=$W/$p BUILDS=${BUILDS:-"new=build/bin old=build-old/bin"} sh bench/step_latency.sh \
+        >"$OUT/bench.txt" 2>&1
+      echo "rc $?"; sed -n '/^== step latency/,$p' "$OUT/bench.txt"
+      grep -m 8 "phases" "$OUT/bench.txt" | cut -c1-230 ;;
+  esac
+  tar czf "$OUT/$p.tgz" -C "$W" "$p" 2>/dev/null
+done
