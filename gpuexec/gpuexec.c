@@ -220,6 +220,7 @@ static void *gx_worker_main(void *arg) {
             w->id);
     w->hb_interval_s = 0;
   }
+  ka_pool_warm(w->cfg, w->dev); /* the first job's runner, its device open */
   Kernelarena__V1__Result pending = KERNELARENA__V1__RESULT__INIT;
   int have_pending = 0, warned = 0;
   uint64_t reqid = 0;
@@ -311,6 +312,8 @@ static void gx_usage(FILE *f) {
           "                   1: exactly the job's reps; GPU backends only)\n"
           "  --ref-cache-mb N   memory for correctness inputs and reference outputs kept\n"
           "                   across the steps of an episode (default %d MiB; 0: none)\n"
+          "  --no-pool        start each job's runner when the job comes (default: one\n"
+          "                   runner per GPU device is started ahead, its context open)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB);
 }
@@ -321,6 +324,7 @@ int main(int argc, char **argv) {
       {"backends", required_argument, 0, 'b'}, {"cache", required_argument, 0, 'c'},
       {"verbose", no_argument, 0, 'v'},        {"heartbeat-interval", required_argument, 0, 'H'},
       {"adaptive-reps", required_argument, 0, 'A'}, {"ref-cache-mb", required_argument, 0, 'R'},
+      {"no-pool", no_argument, 0, 'P'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
   const char *cache = NULL;
@@ -329,7 +333,8 @@ int main(int argc, char **argv) {
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
   long adaptive = ar_env && *ar_env ? strtol(ar_env, NULL, 10) : GX_ADAPTIVE_REPS;
   long ref_mb = GX_REF_CACHE_MB;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:", opts, NULL)) != -1) {
+  int pool = 1;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:P", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -364,6 +369,9 @@ int main(int argc, char **argv) {
         }
         break;
       }
+      case 'P':
+        pool = 0;
+        break;
       case 'R': {
         char *end;
         ref_mb = strtol(optarg, &end, 10);
@@ -408,7 +416,8 @@ int main(int argc, char **argv) {
                         .tasks = reg,
                         .verbose = verbose,
                         .adaptive_reps = adaptive >= 1 && adaptive <= 100 ? (int)adaptive : 1,
-                        .ref_cache = ka_refcache_new((size_t)ref_mb << 20)};
+                        .ref_cache = ka_refcache_new((size_t)ref_mb << 20),
+                        .pool = pool};
   if (!cfg.ref_cache) {
     fprintf(stderr, "gpuexec: out of memory\n");
     return 1;
@@ -464,6 +473,7 @@ int main(int argc, char **argv) {
   /* Workers may be inside an evaluation; their runners die with their process
    * groups' deadlines. Exit without waiting for a poll to time out. */
   ka_kill_runners();
+  ka_pool_drain();
   fflush(NULL);
   _exit(0);
 }

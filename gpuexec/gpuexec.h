@@ -26,6 +26,7 @@ typedef struct ka_exec_config {
   const ka_registry *tasks;
   int verbose;
   struct ka_refcache *ref_cache; /* correctness inputs and references (refcache.h), or NULL */
+  int pool; /* keep a warm runner per GPU device (worker.c; gpuexec --no-pool turns it off) */
   int adaptive_reps; /* timed calls may go on up to this many times the job's reps while
                         the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
   int fixed_inputs; /* ka-validate only: inputs from the job's seed alone (no per-evaluation
@@ -40,6 +41,14 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
 
 /* Kills the process group of every runner still running (gpuexec shutdown). */
 void ka_kill_runners(void);
+
+/* Starts a warm runner for dev (a GPU device; nothing for the host backend or with
+ * cfg->pool 0) unless it has one: the runner opens the device and waits for its job.
+ * Errors are silent: the next job then starts its own runner. Thread safe. */
+void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev);
+
+/* Stops and removes every warm runner of the pool (gpuexec shutdown). Thread safe. */
+void ka_pool_drain(void);
 
 /* Frees what ka_evaluate put into res and re-initialises it. */
 void ka_result_clear(Kernelarena__V1__Result *res);

@@ -27,8 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -40,7 +43,10 @@
 #include "sandbox.h"
 #include "task.h"
 
-static int rn_read_all(int fd, size_t max, uint8_t **out, size_t *len) {
+/* Reads the job from fd 0 to EOF: a socket (the job's memfds come with it as SCM_RIGHTS,
+ * into fds[0..*nfds), in order, close-on-exec) or, from tools, a pipe or file (no fds). */
+static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nfds) {
+  *nfds = 0;
   size_t cap = 1 << 16, n = 0;
   uint8_t *buf = malloc(cap);
   if (!buf) return KA_ENOMEM;
@@ -58,11 +64,31 @@ static int rn_read_all(int fd, size_t max, uint8_t **out, size_t *len) {
       }
       buf = nb;
     }
-    ssize_t r = read(fd, buf + n, cap - n);
+    struct iovec iov = {.iov_base = buf + n, .iov_len = cap - n};
+    union {
+      struct cmsghdr h;
+      char c[CMSG_SPACE(sizeof(int) * KA_RUNNER_FDS_PER_MSG)];
+    } cm;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c,
+                         .msg_controllen = sizeof cm.c};
+    ssize_t r = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
+    if (r < 0 && errno == ENOTSOCK) r = read(0, buf + n, cap - n);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
+    if (r < 0 || (msg.msg_flags & MSG_CTRUNC)) {
       free(buf);
       return KA_EIO;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c && r >= 0; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < k; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (*nfds < KA_RUNNER_MAX_FDS)
+          fds[(*nfds)++] = fd;
+        else
+          close(fd);
+      }
     }
     if (r == 0) break;
     n += (size_t)r;
@@ -70,6 +96,68 @@ static int rn_read_all(int fd, size_t max, uint8_t **out, size_t *len) {
   *out = buf;
   *len = n;
   return KA_OK;
+}
+
+/* RunnerJob.fds_passed: turns the cases' fd indices into the received descriptors.
+ * KA_EINVAL if an index is out of range. */
+static int rn_map_fds(Kernelarena__V1__RunnerJob *job, const int *fds, int nfds) {
+  if (!job->fds_passed) return KA_OK;
+  for (size_t i = 0; i < job->n_cases; i++) {
+    Kernelarena__V1__RunnerCase *c = job->cases[i];
+    int32_t *lists[2] = {c->input_fds, c->output_fds};
+    size_t ns[2] = {c->n_input_fds, c->n_output_fds};
+    for (int l = 0; l < 2; l++)
+      for (size_t k = 0; k < ns[l]; k++) {
+        if (lists[l][k] < 0) continue;
+        if (lists[l][k] >= nfds) return KA_EINVAL;
+        lists[l][k] = fds[lists[l][k]];
+      }
+  }
+  return KA_OK;
+}
+
+/* The compile deadline (RunnerJob.compile_timeout_s): a thread that, unless the candidate's
+ * compile ends first, writes a COMPILE_ERROR result itself and ends the process. NVRTC
+ * has no deadline of its own, and a compile that never ends must not become a TIMEOUT
+ * (which scores above a compile error). */
+typedef struct rn_watch {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int done;
+  double limit_s;
+  Kernelarena__V1__Device *dev;
+} rn_watch;
+
+static int rn_write_all(int fd, const uint8_t *p, size_t n);
+
+static void *rn_watchdog(void *arg) {
+  rn_watch *w = arg;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += (time_t)w->limit_s;
+  until.tv_nsec += (long)((w->limit_s - (double)(time_t)w->limit_s) * 1e9);
+  if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+  pthread_mutex_lock(&w->mu);
+  int rc = 0;
+  while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+  int done = w->done;
+  pthread_mutex_unlock(&w->mu);
+  if (done) return NULL;
+  char msg[160];
+  snprintf(msg, sizeof msg, "compilation did not finish within its %.0f s limit", w->limit_s);
+  Kernelarena__V1__RunnerResult res = KERNELARENA__V1__RUNNER_RESULT__INIT;
+  res.status = KERNELARENA__V1__STATUS__COMPILE_ERROR;
+  res.message = msg;
+  res.compile_log = msg;
+  res.compile_s = w->limit_s;
+  res.device = w->dev;
+  size_t len = kernelarena__v1__runner_result__get_packed_size(&res);
+  uint8_t buf[4096];
+  if (len <= sizeof buf) {
+    kernelarena__v1__runner_result__pack(&res, buf);
+    rn_write_all(KA_RUNNER_RESULT_FD, buf, len);
+  }
+  _exit(0);
 }
 
 static int rn_write_all(int fd, const uint8_t *p, size_t n) {
@@ -251,35 +339,51 @@ int main(int argc, char **argv) {
    * ptrace this one, so code of the submission (in module processes) cannot reach the
    * result channel or the timer. */
   prctl(PR_SET_DUMPABLE, 0);
+  /* a warm runner (gpuexec's pool): open the device before the job comes */
+  rn_state s = {0};
+  char pre_backend[64] = "";
+  int pre_index = -1;
+  const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
+  if (pre && sscanf(pre, "%63[^:]:%d", pre_backend, &pre_index) == 2) {
+    char perr[RN_ERRLEN];
+    s.be = ka_backend_load(pre_backend, perr, sizeof perr);
+    if (!s.be || s.be->open(pre_index, &s.ctx, perr, sizeof perr) != KA_OK) s.be = NULL, s.ctx = NULL;
+  }
   uint8_t *jbuf;
   size_t jlen;
-  if (rn_read_all(0, KA_RUNNER_MAX_JOB_BYTES, &jbuf, &jlen)) {
+  static int fds[KA_RUNNER_MAX_FDS];
+  int nfds = 0;
+  if (rn_recv_job(KA_RUNNER_MAX_JOB_BYTES, &jbuf, &jlen, fds, &nfds)) {
     fprintf(stderr, "ka-runner: cannot read the job\n");
     return 2;
   }
   Kernelarena__V1__RunnerJob *job = kernelarena__v1__runner_job__unpack(NULL, jlen, jbuf);
   free(jbuf);
-  if (!job) {
+  if (!job || rn_map_fds(job, fds, nfds) != KA_OK) {
     fprintf(stderr, "ka-runner: malformed job\n");
     return 2;
+  }
+  /* a device opened ahead that is not the job's is closed again */
+  if (s.ctx && (strcmp(pre_backend, job->backend) || pre_index != job->device_index)) {
+    s.be->close(s.ctx);
+    s.be = NULL, s.ctx = NULL;
   }
   Kernelarena__V1__RunnerResult res = KERNELARENA__V1__RUNNER_RESULT__INIT;
   Kernelarena__V1__Device dev = KERNELARENA__V1__DEVICE__INIT;
   Kernelarena__V1__Telemetry tel = KERNELARENA__V1__TELEMETRY__INIT;
   res.status = KERNELARENA__V1__STATUS__INFRA_ERROR;
   char err[RN_ERRLEN] = "";
-  rn_state s = {0};
   ka_task *task = NULL;
   rn_impl impl[2] = {{.label = "baseline"}, {.label = "candidate"}};
   char *blog = NULL, *clog = NULL;
   Kernelarena__V1__CaseResult **crs = calloc(job->n_cases + 1, sizeof *crs);
   int rc = ka_task_load(job->task_dir, &task, err, sizeof err);
   s.task = task;
-  if (rc == KA_OK) {
+  if (rc == KA_OK && !s.ctx) {
     s.be = ka_backend_load(job->backend, err, sizeof err);
     if (!s.be) rc = KA_EUNAVAIL;
+    if (rc == KA_OK) rc = s.be->open(job->device_index, &s.ctx, err, sizeof err);
   }
-  if (rc == KA_OK) rc = s.be->open(job->device_index, &s.ctx, err, sizeof err);
   if (rc == KA_OK) {
     s.be->device_info(s.ctx, &s.dev);
     s.dev.index = job->device_index;
@@ -311,10 +415,25 @@ int main(int argc, char **argv) {
   }
   if (rc == KA_OK) {
     double t0 = ka_now_s();
+    static rn_watch watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL};
+    pthread_t wt;
+    watch.limit_s = job->compile_timeout_s;
+    watch.dev = &dev;
+    int watching = watch.limit_s > 0 && pthread_create(&wt, NULL, rn_watchdog, &watch) == 0;
     /* include allowlist, then Landlock and seccomp (sandbox.h) */
     rc = ka_sandbox_candidate(task, job, &clog, err, sizeof err);
     if (rc == KA_OK) rc = rn_build(&s, job, 0, &impl[1], &clog, err, sizeof err);
+    if (watching) {
+      pthread_mutex_lock(&watch.mu);
+      watch.done = 1;
+      pthread_cond_signal(&watch.cv);
+      pthread_mutex_unlock(&watch.mu);
+      pthread_join(wt, NULL);
+    }
     res.compile_s = ka_now_s() - t0;
+    /* device memory the candidate's module needs beyond the device's (a huge __device__
+     * array) is its own verdict, never the runner's */
+    if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;
     res.compile_log = clog ? clog : "";
     if (rc == KA_ECOMPILE) {
       res.status = KERNELARENA__V1__STATUS__COMPILE_ERROR;

@@ -1,10 +1,10 @@
 /* Shared between gpuexec and ka-runner: how a runner is started and what it returns.
  *
- * gpuexec writes one encoded Kernelarena__V1__RunnerJob to the runner's stdin and
- * closes it; the runner writes one encoded Kernelarena__V1__RunnerResult to
- * KA_RUNNER_RESULT_FD and exits 0. Input tensors arrive as inherited memfds (read
- * only for the runner's purposes); output tensors are memfds the runner fills with
- * the candidate's outputs. `ka-runner --discover BACKEND` instead writes an encoded
+ * gpuexec writes one encoded Kernelarena__V1__RunnerJob to the runner's stdin (a Unix
+ * socket) and shuts it down; the runner writes one encoded Kernelarena__V1__RunnerResult
+ * to KA_RUNNER_RESULT_FD and exits 0. Input tensors arrive with the job as memfds
+ * (sealed: nobody can change them); output tensors are memfds the runner fills with the
+ * candidate's outputs. A runner may be started before its job (KA_RUNNER_PREOPEN_ENV). `ka-runner --discover BACKEND` instead writes an encoded
  * Kernelarena__V1__DescribeResponse listing that backend's devices to stdout.
  *
  * The runner is trusted; submitted code never runs in its process (host modules run in
@@ -15,6 +15,14 @@
 
 #define KA_RUNNER_RESULT_FD 3
 #define KA_RUNNER_MAX_JOB_BYTES (64u << 20)
+/* The job's memfds travel with it over the runner's stdin (a Unix socket) as SCM_RIGHTS,
+ * at most KA_RUNNER_FDS_PER_MSG per message; the RunnerCase fd fields are then indices
+ * into the received fds, in order (RunnerJob.fds_passed). */
+#define KA_RUNNER_FDS_PER_MSG 200
+#define KA_RUNNER_MAX_FDS 1024
+/* Environment of a runner started ahead of its job (gpuexec's pool): "BACKEND:INDEX",
+ * the device it opens (CUDA context and all) before it reads the job. */
+#define KA_RUNNER_PREOPEN_ENV "KA_RUNNER_PREOPEN"
 
 /* `ka-runner --host-module SO KERNEL...`: the process in which the host backend runs a
  * compiled module (backend_host.c starts it; stdin is its command socket, stderr the

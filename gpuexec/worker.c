@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #define WK_HOST_AS_MIB 8192
 #define WK_GRACE_S 5.0 /* after the deadline, for the supervisor's report */
 #define WK_MAX_CASES 64
+#define WK_COMPILE_S 60.0 /* longest compile of a candidate (RunnerJob.compile_timeout_s) */
 
 /* One tensor of a case as the worker hands it to the runner. Inputs: the cache entry's
  * sealed memfd and read-only mapping (not owned here); outputs: a memfd of this
@@ -191,7 +193,8 @@ static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int 
 
 /* The runner's environment: nothing of ours beyond what compilers and drivers need
  * (device selection and toolkit locations of CUDA and ROCm, the sandbox switches). */
-static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir) {
+static void wk_runner_env(char **env, int max, char *storage, size_t slen, const char *workdir,
+                          const char *preopen) {
   static const char *keep[] = {"PATH",
                                "LD_LIBRARY_PATH",
                                "CUDA_HOME",
@@ -224,6 +227,10 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
     used += (size_t)w + 1;
   }
   env[n++] = "LANG=C";
+  if (preopen && n < max - 1) {
+    int w = snprintf(storage + used, slen - used, "%s=%s", KA_RUNNER_PREOPEN_ENV, preopen);
+    if (w > 0 && (size_t)w < slen - used) env[n++] = storage + used;
+  }
   env[n] = NULL;
 }
 
@@ -266,11 +273,15 @@ static rlim_t wk_host_as_bytes(void) {
   return (rlim_t)mb << 20;
 }
 
+/* Starts the supervisor and its runner in workdir. The runner's stdin is a socket: the
+ * job and its memfds come over it later (wk_send_job). preopen ("cuda:0", or NULL): the
+ * runner opens that device before it reads the job (a warm runner of the pool). */
 static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *workdir,
-                    const int *share, int nshare, double cpu_limit_s, wk_child *ch, char *err,
+                    const char *preopen, double cpu_limit_s, wk_child *ch, char *err,
                     size_t errlen) {
   int pin[2], pres[2], perr[2], pst[2];
-  if (pipe2(pin, O_CLOEXEC)) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pin))
+    return ka_seterr(err, errlen, KA_ESYS, "socketpair: %s", strerror(errno));
   if (pipe2(pres, O_CLOEXEC)) {
     close(pin[0]), close(pin[1]);
     return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
@@ -284,7 +295,7 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
     return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   }
   char *env[16], storage[8192];
-  wk_runner_env(env, 16, storage, sizeof storage, workdir);
+  wk_runner_env(env, 16, storage, sizeof storage, workdir, preopen);
   /* the supervisor, which starts the runner (sandbox.h) */
   char *argv[] = {(char *)cfg->runner_path, KA_SANDBOX_SUPERVISE_ARG, (char *)cfg->runner_path,
                   NULL};
@@ -312,7 +323,6 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
     dup2(perr[1], 2);
     dup2(pres[1], KA_RUNNER_RESULT_FD);
     dup2(pst[1], KA_SANDBOX_STATUS_FD);
-    for (int i = 0; i < nshare; i++) fcntl(share[i], F_SETFD, 0);
     setrlimit(RLIMIT_CORE, &core);
     setrlimit(RLIMIT_FSIZE, &fsize);
     setrlimit(RLIMIT_NOFILE, &nofile);
@@ -656,6 +666,11 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   int host = !strcmp(ev->dev->backend, "host");
   rj.max_reps = ev->cfg->adaptive_reps > 1 && !host ? reps * ev->cfg->adaptive_reps : reps;
   rj.workdir = ev->workdir;
+  rj.fds_passed = 1;
+  /* the compile gets its own deadline, inside the evaluation's: half of it, at most
+   * WK_COMPILE_S (a compile that never ends is a compile error, not a timeout) */
+  double tmo = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
+  rj.compile_timeout_s = tmo / 2 < WK_COMPILE_S ? tmo / 2 : WK_COMPILE_S;
   static __thread Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES];
   static __thread Kernelarena__V1__RunnerCase *rcp[WK_MAX_CASES];
   static __thread int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
@@ -672,8 +687,9 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
     rcs[i].n_params = (size_t)t->nparams;
     for (int k = 0; k < t->ntensors; k++) {
       int in = t->tensors[k].role == KA_ROLE_INPUT;
-      in_fds[i][k] = in ? wc->t[k].fd : -1;
-      out_fds[i][k] = in ? -1 : wc->t[k].fd;
+      /* indices into the fds passed with the job (runner.h) */
+      in_fds[i][k] = in ? *nshare : -1;
+      out_fds[i][k] = in ? -1 : *nshare;
       share[(*nshare)++] = wc->t[k].fd;
     }
     rcs[i].input_fds = in_fds[i];
@@ -690,18 +706,194 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   return KA_OK;
 }
 
-/* Writes the (small) job to the runner before anything else, so it is not kept waiting. */
-static void wk_send_job(wk_child *ch, const uint8_t *jbuf, size_t jlen) {
+/* Sends the (small) job and its memfds to the runner before anything else, so it is
+ * not kept waiting: KA_RUNNER_FDS_PER_MSG fds per message, each with a slice of the
+ * job's bytes, then the rest of the bytes, then shuts the socket down for writing.
+ * KA_OK, or KA_EIO if the runner is gone (a warm runner that died). */
+static int wk_send_job(wk_child *ch, const uint8_t *jbuf, size_t jlen, const int *fds, int nfds) {
   size_t off = 0;
-  while (off < jlen) {
-    struct pollfd p = {ch->in_fd, POLLOUT, 0};
-    if (poll(&p, 1, 1000) <= 0) break;
-    ssize_t w = write(ch->in_fd, jbuf + off, jlen - off);
-    if (w <= 0) break;
+  int sent = 0, rc = KA_OK;
+  double until = ka_now_s() + 10;
+  while ((off < jlen || sent < nfds) && rc == KA_OK) {
+    int n = nfds - sent < KA_RUNNER_FDS_PER_MSG ? nfds - sent : KA_RUNNER_FDS_PER_MSG;
+    size_t chunk = jlen - off;
+    if (sent + n < nfds && chunk > 1) chunk = 1; /* more fds follow: one byte carries these */
+    struct iovec iov = {.iov_base = (void *)(jbuf + off), .iov_len = chunk};
+    union {
+      struct cmsghdr h;
+      char buf[CMSG_SPACE(sizeof(int) * KA_RUNNER_FDS_PER_MSG)];
+    } cm;
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (n > 0) {
+      memset(&cm, 0, sizeof cm);
+      msg.msg_control = cm.buf;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+      struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+      memcpy(CMSG_DATA(c), fds + sent, sizeof(int) * (size_t)n);
+    }
+    ssize_t w = sendmsg(ch->in_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && (errno == EAGAIN || errno == EINTR) && ka_now_s() < until) {
+      struct pollfd p = {ch->in_fd, POLLOUT, 0};
+      poll(&p, 1, 100);
+      continue;
+    }
+    if (w <= 0) {
+      rc = KA_EIO;
+      break;
+    }
     off += (size_t)w;
+    sent += n;
   }
+  shutdown(ch->in_fd, SHUT_WR);
   close(ch->in_fd);
   ch->in_fd = -1;
+  return rc;
+}
+
+/* ---- the pool of warm runners (issue 15): per GPU device, one runner started ahead
+ * of its job with its device open (KA_RUNNER_PREOPEN_ENV), so a job does not wait for
+ * process start, driver load and context creation. Each serves one evaluation and exits,
+ * as every runner does; the next is started when a job is done. Host backend: none
+ * (nothing to warm, and host limits are per job). */
+#define WK_POOL_MAX 64
+#define WK_POOL_CPU_S 3600.0 /* CPU limit of a warm runner (the job's deadline still holds) */
+typedef struct wk_warm {
+  char key[64]; /* "backend:index" */
+  wk_child ch;
+  char workdir[PATH_MAX];
+  int used;
+} wk_warm;
+static wk_warm wk_pool[WK_POOL_MAX];
+static pthread_mutex_t wk_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void wk_pool_key(const Kernelarena__V1__Device *dev, char *key, size_t len) {
+  snprintf(key, len, "%s:%d", dev->backend, (int)dev->index);
+}
+
+/* Removes a warm runner that is no longer wanted or alive (kills and reaps it). */
+static void wk_warm_discard(wk_warm *w) {
+  kill(-w->ch.pid, SIGKILL);
+  if (w->ch.runner > 0) kill(-w->ch.runner, SIGKILL);
+  while (waitpid(w->ch.pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  wk_track(w->ch.pid, 0);
+  int fds[] = {w->ch.in_fd, w->ch.out_fd, w->ch.err_fd, w->ch.st_fd};
+  for (int i = 0; i < 4; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  ka_rmtree(w->workdir);
+  memset(w, 0, sizeof *w);
+}
+
+/* Takes the warm runner of dev if one is alive: *ch and workdir become the caller's. */
+static int wk_pool_take(const Kernelarena__V1__Device *dev, wk_child *ch, char *workdir,
+                        size_t wlen) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  int got = 0;
+  pthread_mutex_lock(&wk_pool_mu);
+  for (int i = 0; i < WK_POOL_MAX && !got; i++) {
+    wk_warm *w = &wk_pool[i];
+    if (!w->used || strcmp(w->key, key)) continue;
+    if (waitpid(w->ch.pid, NULL, WNOHANG) != 0) { /* it died while waiting: reaped now */
+      wk_warm_discard(w);
+      continue;
+    }
+    *ch = w->ch;
+    snprintf(workdir, wlen, "%s", w->workdir);
+    memset(w, 0, sizeof *w);
+    got = 1;
+  }
+  pthread_mutex_unlock(&wk_pool_mu);
+  return got;
+}
+
+void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev) {
+  if (!cfg->pool || !dev->backend || !strcmp(dev->backend, "host")) return;
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  pthread_mutex_lock(&wk_pool_mu);
+  int slot = -1, have = 0;
+  for (int i = 0; i < WK_POOL_MAX; i++) {
+    if (wk_pool[i].used && !strcmp(wk_pool[i].key, key)) have = 1;
+    if (!wk_pool[i].used && slot < 0) slot = i;
+  }
+  if (!have && slot >= 0) {
+    wk_warm *w = &wk_pool[slot];
+    char err[256];
+    snprintf(w->workdir, sizeof w->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
+    if (mkdtemp(w->workdir)) {
+      if (wk_spawn(cfg, dev->backend, w->workdir, key, WK_POOL_CPU_S, &w->ch, err, sizeof err) ==
+          KA_OK) {
+        snprintf(w->key, sizeof w->key, "%s", key);
+        w->used = 1;
+      } else {
+        ka_rmtree(w->workdir);
+      }
+    }
+  }
+  pthread_mutex_unlock(&wk_pool_mu);
+}
+
+void ka_pool_drain(void) {
+  pthread_mutex_lock(&wk_pool_mu);
+  for (int i = 0; i < WK_POOL_MAX; i++)
+    if (wk_pool[i].used) wk_warm_discard(&wk_pool[i]);
+  pthread_mutex_unlock(&wk_pool_mu);
+}
+
+/* The evaluation's runner, with the job and its memfds sent: the device's warm runner
+ * if it has a live one, else one started now (in a new workdir); a warm runner that
+ * cannot take the job is discarded and a fresh one started. KA_OK, or INFRA_ERROR in res. */
+static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *fds,
+                     int nfds, Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int warm = attempt == 0 && wk_pool_take(ev->dev, ch, ev->workdir, sizeof ev->workdir);
+    if (!warm) {
+      snprintf(ev->workdir, sizeof ev->workdir, "%s/ka-eval-XXXXXX", ev->cfg->tmp_dir);
+      if (!mkdtemp(ev->workdir)) {
+        ev->workdir[0] = '\0';
+        wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
+        return KA_ESYS;
+      }
+      int rc = wk_spawn(ev->cfg, ev->dev->backend, ev->workdir, NULL, ev->timeout, ch, err, errlen);
+      if (rc) {
+        wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
+        return rc;
+      }
+    }
+    /* the job names its workdir: the warm runner's */
+    Kernelarena__V1__RunnerJob *rj = kernelarena__v1__runner_job__unpack(NULL, jlen, jbuf);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (rj) {
+      rj->workdir = ev->workdir;
+      len = kernelarena__v1__runner_job__get_packed_size(rj);
+      buf = malloc(len + 1);
+      if (buf) kernelarena__v1__runner_job__pack(rj, buf);
+      rj->workdir = NULL; /* not ours to free */
+      kernelarena__v1__runner_job__free_unpacked(rj, NULL);
+    }
+    if (!buf) {
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
+      return KA_ENOMEM;
+    }
+    int rc = wk_send_job(ch, buf, len, fds, nfds);
+    free(buf);
+    if (rc == KA_OK) return KA_OK;
+    /* the runner is gone before it had the job: never the submission's */
+    wk_warm w = {.ch = *ch, .used = 1};
+    snprintf(w.workdir, sizeof w.workdir, "%s", ev->workdir);
+    wk_warm_discard(&w);
+    ev->workdir[0] = '\0';
+    if (!warm) {
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the runner exited before its job");
+      return KA_EIO;
+    }
+  }
+  return KA_EIO;
 }
 
 /* Turns the runner's result (or its absence) into the verdict in res. */
@@ -818,12 +1010,6 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     free(ev);
     return;
   }
-  snprintf(ev->workdir, sizeof ev->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
-  if (!mkdtemp(ev->workdir)) {
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
-    free(ev);
-    return;
-  }
   const ka_task *t = ev->t;
   wk_seeds(ev);
   uint8_t *jbuf = NULL;
@@ -834,13 +1020,9 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
   ev->timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
   wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
-  if (rc == KA_OK &&
-      (rc = wk_spawn(cfg, dev->backend, ev->workdir, share, nshare, ev->timeout, &ch, err,
-                     sizeof err)) != KA_OK)
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
+  if (rc == KA_OK) rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, res, err, sizeof err);
   if (rc == KA_OK) {
     double deadline = ka_now_s() + ev->timeout;
-    wk_send_job(&ch, jbuf, jlen);
     /* the references are computed here, in the trusted process, while the runner works
      * (once per cache entry) */
     int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
@@ -863,7 +1045,8 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   }
   free(jbuf);
   wk_free_cases(cfg, t, ev->cs, ev->prepared);
-  ka_rmtree(ev->workdir);
+  if (ev->workdir[0]) ka_rmtree(ev->workdir);
   free(ev);
   res->wall_s = ka_now_s() - t0;
+  ka_pool_warm(cfg, dev); /* the next job's runner warms up while this result travels */
 }

@@ -1,0 +1,5 @@
+# The evaluation pipeline (issues 15 and 16) on the host backend: a compile that never
+# finishes is the candidate's COMPILE_ERROR (the runner's compile deadline).
+add_test(NAME compile_deadline
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/compile_deadline.sh ${CMAKE_BINARY_DIR}/bin ${PROJECT_SOURCE_DIR})
+set_tests_properties(compile_deadline PROPERTIES TIMEOUT 240 LABELS "full")
