@@ -105,29 +105,145 @@ double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
   return NAN;
 }
 
-/* Inputs are drawn in chunks of KA_FILL_CHUNK elements, each from its own stream, so the
- * values depend only on (seed, case, tensor, chunk) and never on how many threads drew
- * them. */
+/* ---- the counter-based input generator (data.h): the same definition as the trusted
+ * device kernel ka_trusted_fill (gpuexec/trusted_kernels.cu), operation for operation:
+ * only IEEE-754 double additions, multiplications, divisions and square roots, each
+ * rounded once (no fused multiply-add: this file is C11 without -ffp-contract, and the
+ * kernel spells every operation as an __d*_rn intrinsic), so host and device draw the
+ * same bits. */
+
+void ka_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
+  for (int r = 0; r < 10; r++) {
+    if (r) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c0 = n0;
+    c1 = (uint32_t)p1;
+    c2 = n2;
+    c3 = (uint32_t)p0;
+  }
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
+}
+
+uint64_t ka_fill_key(uint64_t seed, int case_index, int tensor_index) {
+  return ka_mix64(ka_mix64(seed, (uint64_t)case_index), (uint64_t)tensor_index);
+}
+
+/* ln x for 0 < x <= 1 (normal numbers): x = m 2^e with m in [sqrt(1/2), sqrt(2)), then
+ * ln m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.1716, by its series to s^23 (error
+ * below 1e-18), plus e ln 2. */
+double ka_gen_log(double x) {
+  uint64_t u;
+  memcpy(&u, &x, 8);
+  int e = (int)((u >> 52) & 0x7ff) - 1023;
+  u = (u & 0x000fffffffffffffULL) | 0x3ff0000000000000ULL;
+  double m;
+  memcpy(&m, &u, 8);
+  if (m > 1.4142135623730951) m = m * 0.5, e = e + 1;
+  double s = (m - 1.0) / (m + 1.0), z = s * s;
+  double p = 0.043478260869565216;
+  p = p * z + 0.047619047619047616;
+  p = p * z + 0.05263157894736842;
+  p = p * z + 0.058823529411764705;
+  p = p * z + 0.06666666666666667;
+  p = p * z + 0.07692307692307693;
+  p = p * z + 0.09090909090909091;
+  p = p * z + 0.1111111111111111;
+  p = p * z + 0.14285714285714285;
+  p = p * z + 0.2;
+  p = p * z + 0.3333333333333333;
+  p = p * z + 1.0;
+  return (double)e * 0.6931471805599453 + 2.0 * s * p;
+}
+
+/* cos(2 pi u) for 0 <= u < 1: u = q/4 + r with |r| <= 1/8 (exact), a = 2 pi r, then the
+ * cosine or sine series of a (|a| <= pi/4) to a^22 / a^23 (error below 1e-17). */
+double ka_gen_cos2pi(double u) {
+  int q = (int)(u * 4.0 + 0.5);
+  double r = u - (double)q * 0.25, a = r * 6.283185307179586, z = a * a, p;
+  if (q & 1) {
+    p = -3.868170170630684e-23;
+    p = p * z + 1.9572941063391263e-20;
+    p = p * z + -8.22063524662433e-18;
+    p = p * z + 2.8114572543455206e-15;
+    p = p * z + -7.647163731819816e-13;
+    p = p * z + 1.6059043836821613e-10;
+    p = p * z + -2.505210838544172e-08;
+    p = p * z + 2.7557319223985893e-06;
+    p = p * z + -0.0001984126984126984;
+    p = p * z + 0.008333333333333333;
+    p = p * z + -0.16666666666666666;
+    p = p * z + 1.0;
+    p = a * p; /* sin a */
+    return (q & 3) == 1 ? -p : p;
+  }
+  p = -8.896791392450574e-22;
+  p = p * z + 4.110317623312165e-19;
+  p = p * z + -1.5619206968586225e-16;
+  p = p * z + 4.779477332387385e-14;
+  p = p * z + -1.1470745597729725e-11;
+  p = p * z + 2.08767569878681e-09;
+  p = p * z + -2.755731922398589e-07;
+  p = p * z + 2.48015873015873e-05;
+  p = p * z + -0.001388888888888889;
+  p = p * z + 0.041666666666666664;
+  p = p * z + -0.5;
+  p = p * z + 1.0; /* cos a */
+  return (q & 3) == 2 ? -p : p;
+}
+
+uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint64_t key) {
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0x6b61u, 0u};
+  uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)}, x[4];
+  ka_philox4x32_10(ctr, k, x);
+  uint64_t r = ((uint64_t)x[0] << 32) | x[1];
+  if (dist == KA_GEN_POISON) {
+    switch (dt) {
+      case KA_DT_F32: return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
+      case KA_DT_F64: return 0x7ff8000000000000ULL | (r & 0x7ffffffffffffULL) | 1u;
+      case KA_DT_F16: return (uint16_t)(0x7e00u | (r & 0x1ffu) | 1u);
+      case KA_DT_BF16: return (uint16_t)(0x7fc0u | (r & 0x3fu) | 1u);
+      case KA_DT_I8:
+      case KA_DT_U8: return r & 0xffu;
+      case KA_DT_I32: return r & 0xffffffffu;
+      default: return r;
+    }
+  }
+  double u1 = (double)(r >> 11) * 1.1102230246251565e-16;
+  double u2 = (double)(((((uint64_t)x[2]) << 32) | x[3]) >> 11) * 1.1102230246251565e-16;
+  double v;
+  if (dist == KA_DIST_NORMAL)
+    v = a + b * (sqrt(-2.0 * ka_gen_log(1.0 - u1)) * ka_gen_cos2pi(u2));
+  else if (dist == KA_DIST_UNIFORM)
+    v = a + (b - a) * u1;
+  else
+    v = ceil(a) + floor(u1 * (floor(b) - ceil(a) + 1.0));
+  unsigned char buf[8] = {0};
+  store(dt, buf, 0, v);
+  if (dt == KA_DT_F16) { /* through f32, as the device converts */
+    _Float16 h = (_Float16)(float)v;
+    memcpy(buf, &h, 2);
+  }
+  uint64_t bits = 0;
+  memcpy(&bits, buf, 8);
+  return bits;
+}
+
+/* Inputs are drawn in chunks of KA_FILL_CHUNK elements on several threads; every element
+ * depends only on (key, index), never on how many threads drew it. */
 #define KA_FILL_CHUNK ((int64_t)1 << 20)
 #define KA_FILL_MAX_THREADS 32
 
 static void fill_chunk(const ka_tensor_spec *spec, void *buf, int64_t lo, int64_t hi,
-                       uint64_t stream) {
-  ka_rng r;
-  ka_rng_seed(&r, stream);
+                       uint64_t key) {
+  size_t es = ka_dtype_size(spec->dtype);
   for (int64_t i = lo; i < hi; i++) {
-    double v;
-    if (spec->dist == KA_DIST_NORMAL) {
-      /* Box-Muller; one value per pair of uniforms keeps the stream position simple. */
-      double u1 = ka_rng_uniform(&r), u2 = ka_rng_uniform(&r);
-      v = spec->a + spec->b * sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
-    } else if (spec->dist == KA_DIST_UNIFORM) {
-      v = spec->a + (spec->b - spec->a) * ka_rng_uniform(&r);
-    } else {
-      double span = floor(spec->b) - ceil(spec->a) + 1;
-      v = ceil(spec->a) + floor(ka_rng_uniform(&r) * span);
-    }
-    store(spec->dtype, buf, i, v);
+    uint64_t bits = ka_gen_bits((uint64_t)i, spec->dtype, (int)spec->dist, spec->a, spec->b, key);
+    memcpy((unsigned char *)buf + (size_t)i * es, &bits, es);
   }
 }
 
@@ -146,7 +262,7 @@ static void *fill_thread(void *arg) {
     if (c >= j->nchunks) return NULL;
     int64_t lo = c * KA_FILL_CHUNK,
             hi = lo + KA_FILL_CHUNK < j->elems ? lo + KA_FILL_CHUNK : j->elems;
-    fill_chunk(j->spec, j->buf, lo, hi, ka_mix64(j->base, (uint64_t)c));
+    fill_chunk(j->spec, j->buf, lo, hi, j->base);
   }
 }
 
@@ -167,7 +283,7 @@ void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_
                 buf,
                 elems,
                 (elems + KA_FILL_CHUNK - 1) / KA_FILL_CHUNK,
-                ka_mix64(ka_mix64(seed, (uint64_t)case_index), (uint64_t)tensor_index),
+                ka_fill_key(seed, case_index, tensor_index),
                 0};
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int nthreads = (int)(j.nchunks < ncpu ? j.nchunks : ncpu);

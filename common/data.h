@@ -20,13 +20,35 @@ double ka_rng_uniform(ka_rng *r);
 /* splitmix64 finaliser: mixes a, b into an independent stream seed. */
 uint64_t ka_mix64(uint64_t a, uint64_t b);
 
-/* Fills buf (elems elements of spec->dtype) from spec's distribution. Element i comes
- * from the stream of chunk i / 2^20, derived from (seed, case_index, tensor_index,
- * chunk), so the values are deterministic for those inputs whatever the number of
- * threads. Large tensors are drawn by up to one thread per online CPU (at most 32),
- * joined before return. Init bounds given as expressions over params (spec->init_expr)
- * are evaluated for case_index, an index into spec->task's cases (ka_task_init_bounds;
- * a loaded task was checked to evaluate in every case). Reentrant; buf is caller-owned. */
+/* The counter-based input generator, shared bit for bit by the host (here) and the
+ * device (ka_trusted_fill, gpuexec/trusted_kernels.cu). Element i under a 64-bit key:
+ * x[0..4) = Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy
+ * as 1, 2, 3", SC 2011) of counter {i lo, i hi, 0x6b61, 0} under key {key lo, key hi};
+ * u1 = ((x0 << 32 | x1) >> 11) 2^-53, u2 likewise from x2, x3; then
+ *   normal (a mean, b std): a + b (sqrt(-2 ka_gen_log(1 - u1)) ka_gen_cos2pi(u2))
+ *     (Box-Muller with our own log and cosine, so that both sides compute the same bits);
+ *   uniform: a + (b - a) u1;  integers: ceil(a) + floor(u1 (floor(b) - ceil(a) + 1));
+ *   KA_GEN_POISON: a quiet NaN with the low bits of (x0 << 32 | x1) as payload (floats),
+ *     those bits (integers);
+ * stored as the dtype stores a double (f16 through f32). */
+#define KA_GEN_POISON 3 /* the "distribution" of poison (ka_dist has 0..2) */
+void ka_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* ln x for 0 < x <= 1, and cos(2 pi u) for 0 <= u < 1, as the generator computes them
+ * (relative error below 1e-15; exactly reproducible). */
+double ka_gen_log(double x);
+double ka_gen_cos2pi(double u);
+/* Element i's bits (in the low bytes) under key. */
+uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint64_t key);
+/* The key of tensor tensor_index of case case_index under seed (ka_fill_input's). */
+uint64_t ka_fill_key(uint64_t seed, int case_index, int tensor_index);
+
+/* Fills buf (elems elements of spec->dtype) from spec's distribution with the generator
+ * above under ka_fill_key(seed, case_index, tensor_index): deterministic for those
+ * inputs whatever the number of threads. Large tensors are drawn by up to one thread per
+ * online CPU (at most 32), joined before return. Init bounds given as expressions over
+ * params (spec->init_expr) are evaluated for case_index, an index into spec->task's cases
+ * (ka_task_init_bounds; a loaded task was checked to evaluate in every case). Reentrant;
+ * buf is caller-owned. */
 void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
                    int case_index, int tensor_index);
 

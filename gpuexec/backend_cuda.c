@@ -39,7 +39,8 @@
 #include "ka_common.h"
 #include "trusted_kernels.h"
 
-_Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON, "backend.h and trusted_kernels.h agree");
+_Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON && KA_GEN_POISON == KA_TRUSTED_POISON,
+               "backend.h, data.h and trusted_kernels.h agree on the poison code");
 
 #define CUDA_ERRLEN 1024
 #define CUDA_CMP_AREA 64 /* bytes of the trusted kernels' result area (cmp_flag) */

@@ -98,6 +98,8 @@ typedef struct rn_cx {
   int candidate_ran; /* a launch of the candidate was enqueued: later faults are its */
   /* secret streams, all from the job's poison seed (which the worker keeps secret) */
   uint64_t in_seed, poison_seed, ver_seed, sum_seed, rot_seed, trial_sum_key;
+  uint64_t trial_seed; /* the worker's input seed of the trial (trial_drawn) */
+  int trial_drawn;     /* device path: the trial's inputs drawn on the device, not uploaded */
   /* tensors: the worker's memfd mappings, the device buffers both implementations use */
   void *maps[RN_T];
   ka_devptr tensors[RN_T];
@@ -173,7 +175,10 @@ static int rn_fault(rn_cx *x, int rc, const char *what) {
  * rn_poison_key: both secret, distinct per call, tensor and case. */
 #define RN_TRIAL (-1)
 static uint64_t rn_in_key(const rn_cx *x, int q, int i) {
-  return ka_mix64(ka_mix64(x->in_seed, (uint64_t)(q + 1)), (uint64_t)i);
+  /* the trial: the worker's key (ka_fill_input's); a call: its own seed, the same
+   * derivation, so host and device paths draw the same inputs for a call */
+  if (q == RN_TRIAL) return ka_fill_key(x->trial_seed, x->tcase, i);
+  return ka_fill_key(ka_mix64(x->in_seed, (uint64_t)q), x->tcase, i);
 }
 static uint64_t rn_poison_key(const rn_cx *x, int q, int i) {
   return ka_mix64(ka_mix64(x->poison_seed, (uint64_t)(q + 1)), (uint64_t)i);
@@ -428,6 +433,26 @@ static int rn_setup(rn_cx *x) {
 
 /* ---- staging and checks of one call ------------------------------------------------ */
 
+/* The trial's inputs drawn on the device must be the worker's (the reference was
+ * computed from those): RN_SPOT elements of input i, at secret positions, compared with
+ * the worker's memfd. A difference is the generator's fault, never the submission's. */
+#define RN_SPOT 32
+static int rn_spot_check(rn_cx *x, int i) {
+  size_t es = ka_dtype_size(x->t->tensors[i].dtype);
+  for (int k = 0; k < RN_SPOT && x->elems[i] > 0; k++) {
+    uint64_t at = ka_mix64(x->ver_seed, (uint64_t)(i * RN_SPOT + k)) % (uint64_t)x->elems[i];
+    unsigned char got[8];
+    int rc = x->s->be->copy_to_host(x->s->ctx, got, x->tensors[i] + at * es, es);
+    if (rc) return rc;
+    if (memcmp(got, (const unsigned char *)x->maps[i] + at * es, es))
+      return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_EINTERNAL,
+                     "case %s: input %s drawn on the device differs from the host's at element "
+                     "%llu (the generators disagree)",
+                     x->c.name, x->t->tensors[i].name, (unsigned long long)at);
+  }
+  return KA_OK;
+}
+
 /* Everything call q of impl w gets before it runs, outside any timed interval: its scratch
  * zeroed, each input drawn for call q, each output poisoned for call q. The trial
  * (q RN_TRIAL) gets the worker's inputs instead, checksummed on the device path. */
@@ -438,7 +463,12 @@ static int rn_stage(rn_cx *x, int w, int q) {
     rc = s->be->memset8(s->ctx, x->scratch[w][k], 0, x->scratch_bytes[w][k]);
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) {
     int in = rn_is_input(x, i);
-    if (q == RN_TRIAL && in) {
+    if (q == RN_TRIAL && in && x->dev && x->trial_drawn) {
+      ka_fill f = x->in_fill[i];
+      f.key = rn_in_key(x, q, i);
+      rc = s->be->fill_device(s->ctx, x->tensors[i], &f, x->elems[i], 0, NULL);
+      if (rc == KA_OK) rc = rn_spot_check(x, i);
+    } else if (q == RN_TRIAL && in) {
       rc = s->be->copy_to_device(s->ctx, x->tensors[i], x->maps[i], x->bytes[i]);
       if (rc == KA_OK && x->dev)
         rc = s->be->checksum_device(s->ctx, x->tensors[i], 0, x->bytes[i],
@@ -470,7 +500,7 @@ static int rn_check_inputs(rn_cx *x, int q, int *changed) {
   for (int i = 0; i < x->t->ntensors; i++) {
     if (!rn_is_input(x, i) || !x->bytes[i]) continue;
     int differs = 0, rc;
-    if (x->dev && q == RN_TRIAL) {
+    if (x->dev && q == RN_TRIAL && !x->trial_drawn) {
       uint64_t sum = 0;
       rc = s->be->checksum_device(s->ctx, x->tensors[i], 0, x->bytes[i],
                                   ka_mix64(x->trial_sum_key, (uint64_t)i), &sum);
@@ -530,6 +560,7 @@ static int rn_trial(rn_cx *x) {
   double t0 = ka_now_s();
   rn_state *s = x->s;
   int rc = rn_stage(x, 1, RN_TRIAL);
+  if (rc == KA_EINTERNAL && x->err[0]) return rc; /* rn_spot_check said why */
   if (rc) return rn_fault(x, rc, "staging the candidate's trial");
   if ((rc = rn_run(x, 1)) != KA_OK) return rn_fault(x, rc, "candidate run failed");
   if ((rc = rn_after_call(x, 1, RN_TRIAL, "the correctness trial")) != KA_OK) return rc;
@@ -891,6 +922,8 @@ static int rn_init(rn_cx *x) {
   const ka_backend_ops *be = x->s->be;
   x->dev = be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
            be->close_device;
+  x->trial_seed = jc->input_seed;
+  x->trial_drawn = x->dev && jc->has_input_seed && x->tcase >= 0;
   x->reps_min = x->job->reps > 0 ? x->job->reps : 20;
   x->warm = x->job->warmup >= 0 ? x->job->warmup : 3;
   return KA_OK;

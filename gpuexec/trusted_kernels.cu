@@ -120,15 +120,79 @@ __device__ __forceinline__ int ka_es(int dt) {
   return dt == 1 || dt == 7 ? 8 : dt == 2 || dt == 3 ? 2 : dt == 4 || dt == 5 ? 1 : 4;
 }
 
-/* A value drawn from dist (0 normal: a mean, b std, Box-Muller; 1 uniform [a, b);
- * 2 integers ceil(a)..floor(b)) out of the words x. */
+/* The generator's arithmetic, every operation rounded once (never fused), in the order
+ * of common/data.c, so that the device draws the host's bits (data.h). */
+#define KA_M(x, y) __dmul_rn((x), (y))
+#define KA_A(x, y) __dadd_rn((x), (y))
+
+/* ka_gen_log of common/data.c: ln x for 0 < x <= 1. */
+__device__ __forceinline__ double ka_log(double x) {
+  ka_u64 u = (ka_u64)__double_as_longlong(x);
+  int e = (int)((u >> 52) & 0x7ff) - 1023;
+  double m = __longlong_as_double((long long)((u & 0x000fffffffffffffull) | 0x3ff0000000000000ull));
+  if (m > 1.4142135623730951) m = KA_M(m, 0.5), e = e + 1;
+  double s = __ddiv_rn(KA_A(m, -1.0), KA_A(m, 1.0)), z = KA_M(s, s);
+  double p = 0.043478260869565216;
+  p = KA_A(KA_M(p, z), 0.047619047619047616);
+  p = KA_A(KA_M(p, z), 0.05263157894736842);
+  p = KA_A(KA_M(p, z), 0.058823529411764705);
+  p = KA_A(KA_M(p, z), 0.06666666666666667);
+  p = KA_A(KA_M(p, z), 0.07692307692307693);
+  p = KA_A(KA_M(p, z), 0.09090909090909091);
+  p = KA_A(KA_M(p, z), 0.1111111111111111);
+  p = KA_A(KA_M(p, z), 0.14285714285714285);
+  p = KA_A(KA_M(p, z), 0.2);
+  p = KA_A(KA_M(p, z), 0.3333333333333333);
+  p = KA_A(KA_M(p, z), 1.0);
+  return KA_A(KA_M((double)e, 0.6931471805599453), KA_M(KA_M(2.0, s), p));
+}
+
+/* ka_gen_cos2pi of common/data.c: cos(2 pi u) for 0 <= u < 1. */
+__device__ __forceinline__ double ka_cos2pi(double u) {
+  int q = (int)KA_A(KA_M(u, 4.0), 0.5);
+  double r = KA_A(u, -KA_M((double)q, 0.25)), a = KA_M(r, 6.283185307179586), z = KA_M(a, a), p;
+  if (q & 1) {
+    p = -3.868170170630684e-23;
+    p = KA_A(KA_M(p, z), 1.9572941063391263e-20);
+    p = KA_A(KA_M(p, z), -8.22063524662433e-18);
+    p = KA_A(KA_M(p, z), 2.8114572543455206e-15);
+    p = KA_A(KA_M(p, z), -7.647163731819816e-13);
+    p = KA_A(KA_M(p, z), 1.6059043836821613e-10);
+    p = KA_A(KA_M(p, z), -2.505210838544172e-08);
+    p = KA_A(KA_M(p, z), 2.7557319223985893e-06);
+    p = KA_A(KA_M(p, z), -0.0001984126984126984);
+    p = KA_A(KA_M(p, z), 0.008333333333333333);
+    p = KA_A(KA_M(p, z), -0.16666666666666666);
+    p = KA_A(KA_M(p, z), 1.0);
+    p = KA_M(a, p);
+    return (q & 3) == 1 ? -p : p;
+  }
+  p = -8.896791392450574e-22;
+  p = KA_A(KA_M(p, z), 4.110317623312165e-19);
+  p = KA_A(KA_M(p, z), -1.5619206968586225e-16);
+  p = KA_A(KA_M(p, z), 4.779477332387385e-14);
+  p = KA_A(KA_M(p, z), -1.1470745597729725e-11);
+  p = KA_A(KA_M(p, z), 2.08767569878681e-09);
+  p = KA_A(KA_M(p, z), -2.755731922398589e-07);
+  p = KA_A(KA_M(p, z), 2.48015873015873e-05);
+  p = KA_A(KA_M(p, z), -0.001388888888888889);
+  p = KA_A(KA_M(p, z), 0.041666666666666664);
+  p = KA_A(KA_M(p, z), -0.5);
+  p = KA_A(KA_M(p, z), 1.0);
+  return (q & 3) == 2 ? -p : p;
+}
+
+/* A value drawn from dist (0 normal: a mean, b std; 1 uniform [a, b); 2 integers
+ * ceil(a)..floor(b)) out of the words x, as ka_gen_bits of common/data.c. */
 __device__ __forceinline__ double ka_value(int dist, double a, double b, const ka_u32 *x) {
-  double u1 = (double)(((((ka_u64)x[0]) << 32) | x[1]) >> 11) * 1.1102230246251565e-16;
-  double u2 = (double)(((((ka_u64)x[2]) << 32) | x[3]) >> 11) * 1.1102230246251565e-16;
-  if (dist == 0) return a + b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
-  if (dist == 1) return a + (b - a) * u1;
-  double lo = ceil(a), span = floor(b) - lo + 1;
-  return lo + floor(u1 * span);
+  double u1 = KA_M((double)(((((ka_u64)x[0]) << 32) | x[1]) >> 11), 1.1102230246251565e-16);
+  double u2 = KA_M((double)(((((ka_u64)x[2]) << 32) | x[3]) >> 11), 1.1102230246251565e-16);
+  if (dist == 0) {
+    double s = __dsqrt_rn(KA_M(-2.0, ka_log(KA_A(1.0, -u1))));
+    return KA_A(a, KA_M(b, KA_M(s, ka_cos2pi(u2))));
+  }
+  if (dist == 1) return KA_A(a, KA_M(KA_A(b, -a), u1));
+  return KA_A(ceil(a), floor(KA_M(u1, KA_A(KA_A(floor(b), -ceil(a)), 1.0))));
 }
 
 /* The bits of v stored as dtype dt (as common/data.c stores a double). */

@@ -83,93 +83,18 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
  * ka_trusted_kernels_src) and, where nvcc built it, their fatbinary
  * (ka_trusted_fatbin, KA_TRUSTED_FATBIN_SIZE bytes; 0 without nvcc, and the backend
  * compiles the text with NVRTC at its first use). */
+#include "data.h"
 #include "trusted_kernels_embed.h"
 
 /* Element types (ka_dtype codes) as the kernels read them; KA_TRUSTED_POISON is the
  * fill "distribution" that writes poison instead of values. */
 #define KA_TRUSTED_POISON 3
 
-/* Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy as 1, 2,
- * 3", SC 2011): out = the 4 words of counter ctr under key; checked against Random123's
- * known-answer vectors in tests/common_test.c. */
-static inline __attribute__((unused)) void ka_philox4x32_10(const uint32_t ctr[4],
-                                                            const uint32_t key[2],
-                                                            uint32_t out[4]) {
-  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];
-  for (int r = 0; r < 10; r++) {
-    if (r) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-    c0 = n0;
-    c1 = (uint32_t)p1;
-    c2 = n2;
-    c3 = (uint32_t)p0;
-  }
-  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
-}
-
-/* The generator of ka_trusted_fill, on the host (tests compare the two on a device):
- * element i under key is drawn from the words x = philox(counter {i lo, i hi, 0x6b61, 0},
- * key {key lo, key hi}); u1 = ((x0 << 32 | x1) >> 11) * 2^-53, u2 likewise from x2, x3;
- * dist 0 (normal, a mean, b std): a + b sqrt(-2 ln(1 - u1)) cos(2 pi u2); dist 1
- * (uniform): a + (b - a) u1; dist 2 (integers): ceil(a) + floor(u1 (floor(b) - ceil(a) + 1));
- * dist KA_TRUSTED_POISON: a quiet NaN with the low bits of (x0 << 32 | x1) as payload
- * (floats), those bits (integers). Stored as the dtype stores a double (common/data.c).
- * Returns the element's bits in the low bytes. The device's log and cos may differ from
- * the host's in the last place, so normal values agree to rounding, the others exactly. */
+/* The generator of ka_trusted_fill on the host: common/data.c's, bit for bit (data.h). */
 static inline __attribute__((unused)) uint64_t ka_trusted_element_host(uint64_t i, int dt,
                                                                        int dist, double a,
                                                                        double b, uint64_t key) {
-  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0x6b61u, 0u};
-  uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)}, x[4];
-  ka_philox4x32_10(ctr, k, x);
-  uint64_t r = ((uint64_t)x[0] << 32) | x[1];
-  if (dist == KA_TRUSTED_POISON) {
-    switch (dt) {
-      case 0: return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
-      case 1: return 0x7ff8000000000000ULL | (r & 0x7ffffffffffffULL) | 1u;
-      case 2: return (uint16_t)(0x7e00u | (r & 0x1ffu) | 1u);
-      case 3: return (uint16_t)(0x7fc0u | (r & 0x3fu) | 1u);
-      case 4:
-      case 5: return r & 0xffu;
-      case 6: return r & 0xffffffffu;
-      default: return r;
-    }
-  }
-  double u1 = (double)(r >> 11) * 0x1.0p-53;
-  double u2 = (double)(((((uint64_t)x[2]) << 32) | x[3]) >> 11) * 0x1.0p-53;
-  double v;
-  if (dist == 0)
-    v = a + b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
-  else if (dist == 1)
-    v = a + (b - a) * u1;
-  else
-    v = ceil(a) + floor(u1 * (floor(b) - ceil(a) + 1));
-  unsigned char buf[8] = {0};
-  uint64_t bits = 0;
-  switch (dt) {
-    case 0: { float f = (float)v; memcpy(buf, &f, 4); break; }
-    case 1: memcpy(buf, &v, 8); break;
-    case 2: { _Float16 h = (_Float16)(float)v; memcpy(buf, &h, 2); break; }
-    case 3: {
-      float f = (float)v;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      uint16_t h = (u & 0x7fffffffu) > 0x7f800000u ? (uint16_t)((u >> 16) | 0x40)
-                                                   : (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-      memcpy(buf, &h, 2);
-      break;
-    }
-    case 4: buf[0] = (unsigned char)(int8_t)(long long)v; break;
-    case 5: buf[0] = (unsigned char)(long long)v; break;
-    case 6: { int32_t q = (int32_t)(long long)v; memcpy(buf, &q, 4); break; }
-    default: { int64_t q = (int64_t)v; memcpy(buf, &q, 8); break; }
-  }
-  memcpy(&bits, buf, 8);
-  return bits;
+  return ka_gen_bits(i, (ka_dtype)dt, dist, a, b, key);
 }
 
 #endif

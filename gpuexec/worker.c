@@ -685,6 +685,8 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
     for (int p = 0; p < t->nparams; p++) params[i][p] = wc->c->values[p];
     rcs[i].params = params[i];
     rcs[i].n_params = (size_t)t->nparams;
+    rcs[i].input_seed = wc->e->seed; /* its inputs are ka_fill_input under this seed */
+    rcs[i].has_input_seed = 1;
     for (int k = 0; k < t->ntensors; k++) {
       int in = t->tensors[k].role == KA_ROLE_INPUT;
       /* indices into the fds passed with the job (runner.h) */
