@@ -4,7 +4,9 @@
 #      generator, fill checks, comparison with tolerance) and the backend's staging;
 #   2. tests/device/integrity_h200.sh and tests/device/sandbox_h200.sh (the adversarial and
 #      fault runs of tests/adversarial/manifest.yaml on the GPU);
-#   3. bench/step_latency.sh with BUILDS (default new=build/bin old=build-old/bin).
+#   3. bench/step_latency.sh with BUILDS (default new=build/bin old=build-old/bin);
+#   4. (PARTS=... anchors) bench/anchors_gelu.py: pygpubench and a load_inline script
+#      (carry .whl with the pygpubench wheel).
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -28,6 +30,13 @@ for p in $PARTS; do
       echo "== sandbox_h200"
       OUT=$W/$p sh tests/device/sandbox_h200.sh >"$OUT/sandbox.txt" 2>&1
       echo "rc $?"; tail -10 "$OUT/sandbox.txt" ;;
+    anchors)
+      echo "== anchors (pygpubench, load_inline)"
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl >"$OUT/anchors.txt" 2>&1
+      PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 400 python3 bench/anchors_gelu.py \
+        >>"$OUT/anchors.txt" 2>&1
+      echo "rc $?"; grep "^anchor" "$OUT/anchors.txt"; tail -3 "$OUT/anchors.txt" ;;
     bench)
       echo "== step_latency"
       OUT=$W/$p BUILDS=${BUILDS:-"new=build/bin old=build-old/bin"} sh bench/step_latency.sh \
