@@ -30,7 +30,8 @@ def kernel_generator():
         y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
         tl.store(y_ptr + i, y, mask=m)
 
-    def kernel(y, x):
+    def kernel(args):  # pygpubench calls kernel(inputs), inputs = (y, x)
+        y, x = args
         n = x.numel()
         gelu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
 

@@ -379,6 +379,8 @@ int main(int argc, char **argv) {
   Kernelarena__V1__CaseResult **crs = calloc(job->n_cases + 1, sizeof *crs);
   int rc = ka_task_load(job->task_dir, &task, err, sizeof err);
   s.task = task;
+  double t_open = ka_now_s();
+  int was_warm = s.ctx != NULL;
   if (rc == KA_OK && !s.ctx) {
     s.be = ka_backend_load(job->backend, err, sizeof err);
     if (!s.be) rc = KA_EUNAVAIL;
@@ -402,6 +404,8 @@ int main(int argc, char **argv) {
                    s.be->name);
     }
   }
+  t_open = ka_now_s() - t_open;
+  double t_base = ka_now_s();
   if (rc == KA_OK) {
     rc = rn_build(&s, job, 1, &impl[0], &blog, err, sizeof err);
     if (rc) {
@@ -431,6 +435,11 @@ int main(int argc, char **argv) {
       pthread_join(wt, NULL);
     }
     res.compile_s = ka_now_s() - t0;
+    ka_sb_printf(&s.log,
+                 "[kernelarena] runner: device %s %.1f ms, baseline build %.1f ms, candidate "
+                 "build %.1f ms\n",
+                 was_warm ? "opened ahead (warm), job's part" : "opened", t_open * 1e3,
+                 (t0 - t_base) * 1e3, res.compile_s * 1e3);
     /* device memory the candidate's module needs beyond the device's (a huge __device__
      * array) is its own verdict, never the runner's */
     if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;

@@ -359,18 +359,29 @@ static int wk_append_capped(ka_sb *sb, const char *buf, size_t n, size_t max) {
  * the runner left behind, then reports); if it has not reported WK_GRACE_S later, its
  * process group and the runner's are killed. *status: the runner's wait status from the
  * report, or the supervisor's own if it never reported. Returns KA_ETIMEDOUT if the
- * deadline passed. */
+ * deadline passed. pending (GPU backends; NULL: wait for everything): return as soon as the
+ * whole result is in, with *pending = 1 and the child still to be finished (wk_leave). */
 static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double deadline, ka_sb *result,
-                      ka_sb *log, int *status, size_t *dropped) {
+                      ka_sb *log, int *status, size_t *dropped, int *pending) {
   size_t off = 0;
   int timed_out = 0;
   int open_out = 1, open_err = 1, open_st = 1;
   double hard = 0;
   ka_sb st = {0};
   *dropped = 0;
+  int early = pending != NULL;
+  if (pending) *pending = 0;
   if (ch->in_fd >= 0) fcntl(ch->in_fd, F_SETFL, O_NONBLOCK);
   while (open_out || open_err || open_st || ch->in_fd >= 0) {
     double now = ka_now_s();
+    if (early && !open_out && result->len > 0 && !timed_out && ch->in_fd < 0) {
+      /* the whole result is in: the runner's exit (its device context torn down) is
+       * waited for by wk_drain, off this job's path */
+      ka_sb_free(&st);
+      *pending = 1;
+      *status = 0;
+      return KA_OK;
+    }
     if (!timed_out && now >= deadline) {
       timed_out = 1;
       kill(ch->pid, SIGTERM);
@@ -839,6 +850,68 @@ void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev)
   pthread_mutex_unlock(&wk_pool_mu);
 }
 
+/* Runners whose result is in but whose exit is still to be waited for (wk_collect's
+ * early return, GPU backends): one per device at most; wk_drain waits for it before the
+ * device's next job is sent, so that one context's teardown never overlaps another
+ * evaluation's timed calls. */
+static wk_warm wk_leaving[WK_POOL_MAX];
+
+static void wk_finish(wk_child *ch) {
+  double until = ka_now_s() + 10;
+  int fds[2] = {ch->err_fd, ch->st_fd};
+  for (int i = 0; i < 2; i++) {
+    while (fds[i] >= 0 && ka_now_s() < until) {
+      struct pollfd p = {fds[i], POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(fds[i], buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EINTR)) break;
+    }
+  }
+  kill(-ch->pid, SIGKILL);
+  if (ch->runner > 0) kill(-ch->runner, SIGKILL);
+  while (waitpid(ch->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  wk_track(ch->pid, 0);
+  close(ch->out_fd), close(ch->err_fd), close(ch->st_fd);
+}
+
+static void wk_leave(const Kernelarena__V1__Device *dev, const wk_child *ch) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  pthread_mutex_lock(&wk_pool_mu);
+  for (int i = 0; i < WK_POOL_MAX; i++)
+    if (!wk_leaving[i].used) {
+      wk_leaving[i].ch = *ch;
+      snprintf(wk_leaving[i].key, sizeof wk_leaving[i].key, "%s", key);
+      wk_leaving[i].used = 1;
+      pthread_mutex_unlock(&wk_pool_mu);
+      return;
+    }
+  pthread_mutex_unlock(&wk_pool_mu);
+  wk_child c = *ch;
+  wk_finish(&c); /* no slot: wait now */
+}
+
+static void wk_drain(const Kernelarena__V1__Device *dev) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  for (;;) {
+    wk_child c;
+    int got = 0;
+    pthread_mutex_lock(&wk_pool_mu);
+    for (int i = 0; i < WK_POOL_MAX && !got; i++)
+      if (wk_leaving[i].used && !strcmp(wk_leaving[i].key, key)) {
+        c = wk_leaving[i].ch;
+        memset(&wk_leaving[i], 0, sizeof wk_leaving[i]);
+        got = 1;
+      }
+    pthread_mutex_unlock(&wk_pool_mu);
+    if (!got) return;
+    wk_finish(&c);
+  }
+}
+
 void ka_pool_drain(void) {
   pthread_mutex_lock(&wk_pool_mu);
   for (int i = 0; i < WK_POOL_MAX; i++)
@@ -851,6 +924,7 @@ void ka_pool_drain(void) {
  * cannot take the job is discarded and a fresh one started. KA_OK, or INFRA_ERROR in res. */
 static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *fds,
                      int nfds, Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  wk_drain(ev->dev); /* the device's previous runner is gone before this job starts */
   for (int attempt = 0; attempt < 2; attempt++) {
     int warm = attempt == 0 && wk_pool_take(ev->dev, ch, ev->workdir, sizeof ev->workdir);
     if (!warm) {
@@ -1022,6 +1096,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
   ev->timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
   wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
+  double t_prep = ka_now_s() - t0, t_run = ka_now_s();
   if (rc == KA_OK) rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, res, err, sizeof err);
   if (rc == KA_OK) {
     double deadline = ka_now_s() + ev->timeout;
@@ -1031,13 +1106,24 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     ka_sb result = {0}, log = {0};
     int wstatus = 0;
     size_t dropped = 0;
-    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped);
+    /* GPU backends: no submitted code runs on the host, so once the runner's result is
+     * in nothing of the runner's exit changes the verdict */
+    int left = 0, gpu = strcmp(dev->backend, "host") != 0;
+    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped,
+                    gpu ? &left : NULL);
+    if (left) wk_leave(dev, &ch);
+    t_run = ka_now_s() - t_run;
+    double t_judge = ka_now_s();
     if (ref_rc != KA_OK) {
       wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory for the reference");
     } else {
       wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
       wk_sandbox_verdict(&ch.report, res, &log);
     }
+    ka_sb_printf(&log,
+                 "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
+                 "ms, judging %.1f ms\n",
+                 t_prep * 1e3, t_run * 1e3, (ka_now_s() - t_judge) * 1e3);
     if (dropped)
       ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n",
                    dropped);
