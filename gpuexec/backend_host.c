@@ -218,7 +218,10 @@ static int host_device_info(ka_backend_ctx *c, ka_device_info *d) {
   return KA_OK;
 }
 
-/* Runs argv with stdout/stderr captured into *log, killing it after timeout_s. */
+/* Runs argv in cwd, sandboxed (ka_sandbox_compiler), with stdout/stderr captured into
+ * *log (malloc'd, at most 64 KiB kept), killing its process group after timeout_s.
+ * KA_OK, KA_ECOMPILE (it failed), KA_ETIMEDOUT, KA_EUNAVAIL (no such program) or
+ * KA_ESYS (the sandbox could not be applied). */
 static int host_run_compiler(char *const argv[], const char *cwd, double timeout_s, char **log) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return KA_ESYS;
@@ -232,6 +235,14 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
     if (chdir(cwd) != 0) _exit(126);
+    /* the compiler reads the workspace and the system folders only (sandbox.h); its
+     * temporary files go to its own folder, the one it may write */
+    char err[256];
+    if (ka_sandbox_compiler(cwd, err, sizeof err) != KA_OK) {
+      dprintf(2, "[kernelarena] sandbox of the compiler: %s\n", err);
+      _exit(125);
+    }
+    setenv("TMPDIR", cwd, 1);
     execvp(argv[0], argv);
     _exit(127);
   }
@@ -265,6 +276,7 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   *log = ka_sb_take(&sb);
   if (timed_out) return KA_ETIMEDOUT;
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return KA_EUNAVAIL;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 125) return KA_ESYS;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? KA_OK : KA_ECOMPILE;
 }
 
@@ -463,7 +475,18 @@ static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *r
    * would count as work outside the timed calls) */
   char home[PATH_MAX + 8];
   snprintf(home, sizeof home, "HOME=%s", req->workdir);
-  char *env[] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  /* the operator's sandbox switches (sandbox.h), so that the module process applies the
+   * layers the runner applies */
+  char sw[2][64];
+  char *env[6] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  int ne = 3;
+  const char *names[] = {"KA_SANDBOX_SECCOMP", "KA_SANDBOX_LANDLOCK"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    if (v && snprintf(sw[i], sizeof sw[i], "%s=%s", names[i], v) < (int)sizeof sw[i])
+      env[ne++] = sw[i];
+  }
+  env[ne] = NULL;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return KA_ESYS;
   pid_t parent = getpid();
@@ -505,6 +528,66 @@ static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *r
   return KA_OK;
 }
 
+/* The C compiler's own deadline in seconds (docs/sandbox.md): well inside every host
+ * task's evaluation deadline (60 s), so that a compile that never ends is the
+ * submission's COMPILE_ERROR, never the evaluation's TIMEOUT. */
+#define HOST_CC_DEADLINE_S 20.0
+
+/* Builds req->sources[0] into the shared object at so in two steps, both sandboxed and
+ * within one deadline (the smaller of req->timeout_s and HOST_CC_DEADLINE_S): C to
+ * assembly (module.s), which ka_asm_check reads, then assembly to the shared object.
+ * *log gets the compilers' output and the check's refusals. KA_OK; KA_ECOMPILE (a
+ * compile error, a refused directive, the deadline) with err; KA_EUNAVAIL (no compiler)
+ * or KA_ESYS (the compiler could not be sandboxed, an infrastructure fault). */
+static int host_build_so(const ka_compile_req *req, const char *so, char **log, char *err,
+                         size_t errlen) {
+  const char *cc = getenv("KA_HOST_CC");
+  char *ccp = (char *)(cc && *cc ? cc : "cc");
+  char asmf[PATH_MAX];
+  snprintf(asmf, sizeof asmf, "%s/module.s", req->workdir);
+  double budget = req->timeout_s > 0 && req->timeout_s < HOST_CC_DEADLINE_S ? req->timeout_s
+                                                                            : HOST_CC_DEADLINE_S;
+  double t0 = ka_now_s();
+  char *argv1[] = {ccp,    "-std=gnu11", "-O2", "-fPIC", "-S", "-o", asmf, (char *)req->sources[0].name,
+                   NULL};
+  ka_sb sb = {0};
+  char *part = NULL;
+  int said = 0; /* err names the refusal */
+  int rc = host_run_compiler(argv1, req->workdir, budget, &part);
+  ka_sb_puts(&sb, part ? part : "");
+  free(part);
+  part = NULL;
+  if (rc == KA_OK) {
+    char *text = NULL, *alog = NULL;
+    size_t len = 0;
+    if (ka_read_file(asmf, (size_t)1 << 30, &text, &len) != KA_OK) {
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "the compiler wrote no assembly");
+      said = 1;
+    } else if (ka_asm_check(text, len, &alog)) {
+      ka_sb_puts(&sb, alog);
+      int n = (int)strcspn(alog, "\n");
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "%.*s", n, alog);
+      said = 1;
+    }
+    free(text);
+    free(alog);
+  }
+  if (rc == KA_OK) {
+    char *argv2[] = {ccp, "-shared", "-fPIC", "-o", (char *)so, asmf, "-lm", "-lpthread", NULL};
+    double left = budget - (ka_now_s() - t0);
+    rc = host_run_compiler(argv2, req->workdir, left > 0.1 ? left : 0.1, &part);
+    ka_sb_puts(&sb, part ? part : "");
+    free(part);
+  }
+  *log = ka_sb_take(&sb);
+  if (rc == KA_ETIMEDOUT)
+    return ka_seterr(err, errlen, KA_ECOMPILE,
+                     "the compiler did not finish within its %.0f s deadline", budget);
+  if (rc == KA_ESYS) return ka_seterr(err, errlen, KA_ESYS, "the compiler's sandbox failed");
+  if (rc == KA_ECOMPILE && !said) ka_seterr(err, errlen, KA_ECOMPILE, "compilation failed");
+  return rc;
+}
+
 static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module **out, char **log,
                         char *err, size_t errlen) {
   if (out) *out = NULL;
@@ -524,12 +607,8 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   }
   char so[PATH_MAX];
   snprintf(so, sizeof so, "%s/module.so", req->workdir);
-  const char *cc = getenv("KA_HOST_CC");
-  char *argv[] = {
-      (char *)(cc && *cc ? cc : "cc"), "-std=gnu11", "-O2",       "-shared", "-fPIC", "-o", so,
-      (char *)req->sources[0].name,    "-lm",        "-lpthread", NULL};
   char *clog = NULL;
-  int rc = host_run_compiler(argv, req->workdir, req->timeout_s > 0 ? req->timeout_s : 60, &clog);
+  int rc = host_build_so(req, so, &clog, err, errlen);
   if (rc == KA_EUNAVAIL) {
     free(clog);
     clog = strdup("C compiler not found (set KA_HOST_CC or install gcc)\n");
@@ -544,7 +623,7 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
       *log = clog;
     else
       free(clog);
-    return ka_seterr(err, errlen, rc == KA_ETIMEDOUT ? KA_ECOMPILE : rc, "compilation failed");
+    return rc;
   }
   /* the candidate's imports against the task's allow-list, before anything loads it
    * (sandbox.h; armed by the runner for the candidate only) */
