@@ -79,7 +79,7 @@ while IFS="$TAB" read -r name file plan task backend imports timeout expect text
   make_variant "$task" "$imports" "$timeout"
 done <"$RUNS"
 make_variant host/gelu any 0 # the seccomp-off stack
-rm -f /tmp/ka-sandbox-escape.txt
+rm -f /tmp/ka-sandbox-escape.txt /dev/shm/ka-shm-persist-probe
 
 # start_stack NAME [ENV=VALUE...]: an envserver and a gpuexec in $WORK/NAME
 start_stack() {
@@ -152,6 +152,11 @@ extra_checks() {
       check "$n: no socket" has runtime_log "$k" 'probe socket AF_INET: Permission denied'
       check "$n: the parent cannot be killed" has runtime_log "$k" 'probe kill parent: Operation not permitted'
       check "$n: no file written outside the workdir" [ ! -e /tmp/ka-sandbox-escape.txt ] ;;
+    incbin_passwd | incbin_macro)
+      check "$n: no file content in the logs" sh -c "! { q compile_log $k; q runtime_log $k; } | grep -q 'root:'" ;;
+    shm_persist_1 | shm_persist_2)
+      check "$n: nothing of an earlier evaluation found" hasnot runtime_log "$k" 'found a file of an earlier evaluation'
+      check "$n: nothing left in the machine's /dev/shm" [ ! -e /dev/shm/ka-shm-persist-probe ] ;;
     memhog)
       gib=$(q runtime_log "$k" | sed -n 's/.*malloc failed after \([0-9]*\) GiB.*/\1/p' | head -1)
       check "$n: malloc refused at the address-space limit (after ${gib:-?} GiB, limit 8)" \
@@ -232,6 +237,30 @@ left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')
 check "off: no ka-escapee process left" [ -z "$left" ]
 printf '%-20s %-22s %-15s %-15s %s\n' escape_seccomp_off host/gelu_any RUNTIME_ERROR \
   "$(status_name "$(q status 1)")" "$([ "$(q status 1)" = 4 ] && echo ok || echo MISMATCH)" >>"$TABLE"
+
+# ---- 3. Landlock off (as on a kernel without it): the assembly check still refuses
+# .incbin, and /dev/shm is still private to each evaluation (a tmpfs in a mount
+# namespace of its own), so the second evaluation does not find the first one's file
+start_stack nolandlock KA_SANDBOX_LANDLOCK=0
+GX_NL=$GX
+episode nolandlock host/gelu_any tests/adversarial/host/incbin_passwd.c \
+  tests/adversarial/host/shm_persist.c tests/adversarial/host/shm_persist.c
+check "no Landlock 1 incbin: COMPILE_ERROR" [ "$(q status 1)" = 2 ]
+check "no Landlock 1 incbin: refused by the assembly check" has compile_log 1 'uses the directive .incbin'
+check "no Landlock 1 incbin: no file content in the logs" sh -c "! { q compile_log 1; q runtime_log 1; } | grep -q 'root:'"
+check "no Landlock 2 shm_persist: OK" [ "$(q status 2)" = 1 ]
+check "no Landlock 2 shm_persist: the file is made (in the evaluation's own /dev/shm)" \
+  has runtime_log 2 'shm_persist: create /dev/shm/ka-shm-persist-probe: done'
+check "no Landlock 3 shm_persist: OK" [ "$(q status 3)" = 1 ]
+check "no Landlock 3 shm_persist: the first evaluation's file is not there" \
+  has runtime_log 3 'shm_persist: open /dev/shm/ka-shm-persist-probe: No such file'
+check "no Landlock: nothing left in the machine's /dev/shm" [ ! -e /dev/shm/ka-shm-persist-probe ]
+check "no Landlock: gpuexec survived" kill -0 "$GX_NL"
+for k in 1 2 3; do
+  printf '%-20s %-22s %-15s %-15s %s\n' "nolandlock_$k" host/gelu_any \
+    "$([ $k = 1 ] && echo COMPILE_ERROR || echo OK)" "$(status_name "$(q status $k)")" \
+    "$([ "$(q status $k)" = "$([ $k = 1 ] && echo 2 || echo 1)" ] && echo ok || echo MISMATCH)" >>"$TABLE"
+done
 
 echo
 printf '%-20s %-22s %-15s %-15s %s\n' run task expected got ok
