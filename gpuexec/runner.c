@@ -875,8 +875,9 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
     int verify = !kept && r >= 0 && ((ka_mix64(ver_seed, (uint64_t)r) & 3) == 0 || r == reps - 1);
     for (int k = 0; k < 2 && rc == KA_OK; k++) {
       int w = (r & 1) ? 1 - k : k;
-      int fail_status =
-          w ? KERNELARENA__V1__STATUS__RUNTIME_ERROR : KERNELARENA__V1__STATUS__INFRA_ERROR;
+      /* the candidate's trial ran before any baseline call: a baseline call that fails
+       * now may be the candidate's doing, and is its verdict (issue 16) */
+      int fail_status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
       tp = ka_now_s();
       rc = rn_prepare_call(s, &impl[w], w, &b, h.stage, dev, offs, 0);
       /* device path: wait for the staging copies, so that the phase times below say where
@@ -1014,8 +1015,9 @@ static int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, r
                      c.name, t->tensors[tampered].name, r + 1);
       break;
     }
-    if (rc) {
-      *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+    if (rc) { /* the baseline's re-run failing after the candidate ran: the candidate's */
+      *status = rc == KA_EDEVICE || rc == KA_ELAUNCH ? KERNELARENA__V1__STATUS__RUNTIME_ERROR
+                                                     : KERNELARENA__V1__STATUS__INFRA_ERROR;
       ka_seterr(err, errlen, rc, "case %s: verifying timed call %d: %s", c.name, r + 1,
                 rn_be_err(s));
       break;
