@@ -6,14 +6,20 @@
  * process. Each module gets its own process (ka-runner --host-module, a fresh exec, so
  * it inherits no memory and no descriptor of the caller but its command socket and
  * stderr), which dlopens the shared object and calls its entry points through libffi
- * on command. "Device memory" is shared memory (one memfd per allocation, passed to
- * every module process with SCM_RIGHTS), so the caller keeps its timer, its result
- * channel and everything else out of the submission's reach, and times every launch
- * from outside: a launch is a command and its reply, which echoes a per-call nonce.
+ * on command; it sandboxes itself first (sandbox.h, ka_sandbox_module), the baseline's
+ * as much as the candidate's. "Device memory" is the caller's own memory; each module
+ * process gets a view of its own of an allocation (a memfd made for it alone, passed
+ * with SCM_RIGHTS) when a launch first passes it, so baseline and candidate never map
+ * the same memory (docs/integrity.md, property 13). The caller keeps its timer, its
+ * result channel and everything else out of the submission's reach, and times every
+ * launch from outside: a launch is a command and its reply, which echoes a per-call
+ * nonce.
  * The kernel's CPU-time accounting of each module process, read by the caller, shows
  * work done while no launch was in flight (untimed_work). The candidate's shared object
  * is checked against the task's import allow-list (sandbox.h, ka_import_check) after it
- * is built and before a module process loads it. */
+ * is built and before a module process loads it. The C compiler runs sandboxed
+ * (ka_sandbox_compiler) with a deadline of its own, in two steps so that the generated
+ * assembly is checked (ka_asm_check) before it is assembled. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -91,7 +97,7 @@ struct ka_backend_ctx {
   unsigned flush_round;
   double t0;
   double excluded_s; /* view setup inside launches since timer_start, not timed */
-  double bw_gbps; /* peak for the physics floor: 8 x measured single-thread write bandwidth */
+  double bw_gbps;    /* peak for the physics floor: 8 x measured single-thread write bandwidth */
   host_alloc allocs[HOST_MAX_ALLOCS];
   int nallocs;
   uint32_t next_id;
@@ -548,8 +554,8 @@ static int host_build_so(const ka_compile_req *req, const char *so, char **log, 
   double budget = req->timeout_s > 0 && req->timeout_s < HOST_CC_DEADLINE_S ? req->timeout_s
                                                                             : HOST_CC_DEADLINE_S;
   double t0 = ka_now_s();
-  char *argv1[] = {ccp,    "-std=gnu11", "-O2", "-fPIC", "-S", "-o", asmf, (char *)req->sources[0].name,
-                   NULL};
+  char *argv1[] = {
+      ccp, "-std=gnu11", "-O2", "-fPIC", "-S", "-o", asmf, (char *)req->sources[0].name, NULL};
   ka_sb sb = {0};
   char *part = NULL;
   int said = 0; /* err names the refusal */

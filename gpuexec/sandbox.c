@@ -757,12 +757,14 @@ static int sb_drop_caps(void) {
  * ptrace only processes of its own or a nested domain, so a process in it cannot reach
  * the runner that started it, even as root (used where the full domain is off). */
 static int sb_landlock_nest(void) {
-  sb_ll_attr attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+  sb_ll_attr attr = {.handled_access_fs =
+                         LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK};
   int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(uint64_t), 0);
   if (rs < 0) return -1;
-  int rc = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_landlock_restrict_self, rs, 0) == 0
-               ? 0
-               : -1;
+  int rc =
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_landlock_restrict_self, rs, 0) == 0
+          ? 0
+          : -1;
   int e = errno;
   close(rs);
   errno = e;
@@ -822,8 +824,8 @@ int ka_asm_check(const char *text, size_t len, char **log) {
    * a directive name from pieces (and repeat without end). GCC emits none of them for
    * C. Matched case-insensitively anywhere in the text, strings and comments included
    * (conservative, like the include check). */
-  static const char *const bad[] = {".incbin", ".include", ".macro", ".rept", ".irp",
-                                    ".altmacro", ".purgem", NULL};
+  static const char *const bad[] = {".incbin", ".include",  ".macro",  ".rept",
+                                    ".irp",    ".altmacro", ".purgem", NULL};
   ka_sb sb = {0};
   int refused = 0;
   *log = NULL;

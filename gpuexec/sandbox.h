@@ -16,7 +16,13 @@
  *      only), no ptrace, no privileged system calls. Second, the lock (in the runner
  *      for rtc tasks, in each host module process before it loads submitted code): no
  *      new process (fork, vfork, clone without CLONE_THREAD), no execve (such a call
- *      stops the process with SIGSYS), no setsid/setpgid, signals only to itself.
+ *      stops the process with SIGSYS), no setsid/setpgid, signals only to itself, no
+ *      limits, priority or CPUs of another process, no System V IPC.
+ *   5. Host backend: every module process (baseline's and candidate's) sandboxes
+ *      itself (ka_sandbox_module); the C compiler runs in a sandbox of its own
+ *      (ka_sandbox_compiler) and its assembly is checked (ka_asm_check).
+ *   6. Where permitted (CAP_SYS_ADMIN), the runner gets mount and IPC namespaces of its
+ *      own with a fresh tmpfs on /dev/shm, which end with the evaluation.
  *
  * The operator (never the submission) can turn layers 3 and 4 off for diagnosis with
  * KA_SANDBOX_LANDLOCK=0 / KA_SANDBOX_SECCOMP=0 in gpuexec's environment, and allow

@@ -350,10 +350,11 @@ static void test_module_and_compiler(void) {
         "a module process started outside the sandbox (the baseline's) locks itself: fork "
         "stops it (SIGSYS)");
   st = run_plain(do_module_calls, mod);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-        "module process: other processes' limits, priority, CPUs refused; System V shm refused; "
-        "not dumpable; only its own folder writable, no /dev/shm (first failed check: %d, 0 = none)",
-        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  CHECK(
+      WIFEXITED(st) && WEXITSTATUS(st) == 0,
+      "module process: other processes' limits, priority, CPUs refused; System V shm refused; "
+      "not dumpable; only its own folder writable, no /dev/shm (first failed check: %d, 0 = none)",
+      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   CHECK(access("/dev/shm/ka-sandbox-test-probe", F_OK) != 0, "nothing was written to /dev/shm");
   st = run_plain(do_compiler, cc);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
@@ -380,7 +381,8 @@ static void test_asm(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *log = NULL;
     int bad = ka_asm_check(cases[i].text, strlen(cases[i].text), &log);
-    CHECK((bad > 0) == cases[i].bad && (!bad || (log && strstr(log, "asm check: ") && !strstr(log, "root:"))),
+    CHECK((bad > 0) == cases[i].bad &&
+              (!bad || (log && strstr(log, "asm check: ") && !strstr(log, "root:"))),
           "asm check %zu -> %d refused", i, bad);
     free(log);
   }
