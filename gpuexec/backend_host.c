@@ -274,7 +274,10 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   close(pfd[0]);
   if (timed_out) {
     kill(-pid, SIGKILL);
-    ka_sb_puts(&sb, "\n[kernelarena] compiler killed at its deadline\n");
+    ka_sb_printf(&sb,
+                 "\n[kernelarena] the compiler did not finish within its deadline (%.0f s) "
+                 "and was killed\n",
+                 timeout_s);
   }
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -588,7 +591,7 @@ static int host_build_so(const ka_compile_req *req, const char *so, char **log, 
   *log = ka_sb_take(&sb);
   if (rc == KA_ETIMEDOUT)
     return ka_seterr(err, errlen, KA_ECOMPILE,
-                     "the compiler did not finish within its %.0f s deadline", budget);
+                     "the compiler did not finish within its deadline (%.0f s)", budget);
   if (rc == KA_ESYS) return ka_seterr(err, errlen, KA_ESYS, "the compiler's sandbox failed");
   if (rc == KA_ECOMPILE && !said) ka_seterr(err, errlen, KA_ECOMPILE, "compilation failed");
   return rc;

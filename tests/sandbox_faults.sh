@@ -7,8 +7,11 @@
 # a short deadline): includes of files outside the workspace, a fork bomb, processes
 # left behind that escape the process group, abort(), megabytes of output, probes of
 # files, network, signals and ptrace, a memory hog, an endless loop, each followed by an
-# honest submission on the same executor. Then the escape with seccomp turned off, where
-# the supervisor must kill and report what the submission left behind.
+# honest submission on the same executor; issue 16's: .incbin in asm (directly and pasted
+# by a gas macro), a compile that never ends, files left in /dev/shm. Then the escape
+# with seccomp turned off, where the supervisor must kill and report what the submission
+# left behind; then Landlock turned off (as on a kernel without it), where the assembly
+# check and the evaluation's private /dev/shm must still hold.
 # Checks each run's verdict and text (and a few run-specific logs) in the sqlite trace
 # store (docs/sandbox.md), and prints a table last.
 # usage: sandbox_faults.sh BIN_DIR SOURCE_DIR

@@ -1,8 +1,8 @@
 /* A compile that never ends (issue 16, class 9, host part): a macro that doubles at each
  * of 40 levels, evaluated in an #if, gives the preprocessor 2^40 tokens to add up, with
  * little memory. It ended as the evaluation's TIMEOUT (the C compiler's own limit was
- * the evaluation's). Expected: COMPILE_ERROR, "did not finish within its" (the compiler
- * has a deadline of its own, inside the evaluation's). */
+ * the evaluation's). Expected: COMPILE_ERROR, "did not finish within its deadline" (the
+ * compiler has a deadline of its own, inside the evaluation's). */
 #include <math.h>
 
 #define A0 +1
