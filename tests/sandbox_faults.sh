@@ -228,11 +228,16 @@ check "no evaluation process left under gpuexec" sh -c "! pgrep -P $GX_ON >/dev/
 # the submission left behind, setsid or not, and the verdict says so
 start_stack off KA_SANDBOX_SECCOMP=0
 GX_OFF=$GX
-episode off host/gelu_any tests/adversarial/host/escape.c tasks/host/gelu/baseline/gelu.c
+episode off host/gelu_any tests/adversarial/host/escape.c tasks/host/gelu/baseline/gelu.c \
+  tests/adversarial/host/prlimit_baseline.c
 check "off 1 escape: RUNTIME_ERROR" [ "$(q status 1)" = 4 ]
 check "off 1 the message counts the processes left behind" has message 1 'left 2 processes running'
 check "off 1 the log reports the kill" has runtime_log 1 'killed by the supervisor'
 check "off 2 honest submission afterwards: OK" [ "$(q status 2)" = 1 ]
+# without the seccomp lock, prlimit64 ends the baseline's module process: a baseline
+# failure after the candidate ran is the candidate's verdict, never INFRA_ERROR
+check "off 3 prlimit of the baseline (no seccomp): RUNTIME_ERROR" [ "$(q status 3)" = 4 ]
+check "off 3 the baseline's process was ended by the candidate" has runtime_log 3 'RLIMIT_CPU, 0) = 0'
 check "off: gpuexec survived" kill -0 "$GX_OFF"
 check "off: no evaluation process left under gpuexec" sh -c "! pgrep -P $GX_OFF >/dev/null"
 left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')
@@ -240,6 +245,8 @@ left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')
 check "off: no ka-escapee process left" [ -z "$left" ]
 printf '%-20s %-22s %-15s %-15s %s\n' escape_seccomp_off host/gelu_any RUNTIME_ERROR \
   "$(status_name "$(q status 1)")" "$([ "$(q status 1)" = 4 ] && echo ok || echo MISMATCH)" >>"$TABLE"
+printf '%-20s %-22s %-15s %-15s %s\n' prlimit_seccomp_off host/gelu_any RUNTIME_ERROR \
+  "$(status_name "$(q status 3)")" "$([ "$(q status 3)" = 4 ] && echo ok || echo MISMATCH)" >>"$TABLE"
 
 # ---- 3. Landlock off (as on a kernel without it): the assembly check still refuses
 # .incbin, and /dev/shm is still private to each evaluation (a tmpfs in a mount
