@@ -282,6 +282,10 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  /* the compiler's own children (cc1, as) die with the group; wait until they are gone
+   * (they are reparented to the supervisor, which reaps them), so that none is counted
+   * as a process the submission left behind */
+  for (int i = 0; timed_out && i < 2000 && kill(-pid, 0) == 0; i++) usleep(1000);
   *log = ka_sb_take(&sb);
   if (timed_out) return KA_ETIMEDOUT;
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return KA_EUNAVAIL;

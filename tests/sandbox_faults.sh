@@ -132,6 +132,7 @@ q() { sqlite3 "$DB" "SELECT $1 FROM steps WHERE episode_id='$EP' AND step=$2"; }
 has() { q "$1" "$2" | grep -q -- "$3"; }
 hasnot() { ! q "$1" "$2" | grep -q -- "$3"; }
 has_any() { has message "$1" "$2" || has compile_log "$1" "$2" || has runtime_log "$1" "$2"; }
+nocontent() { ! { q compile_log "$1"; q runtime_log "$1"; } | grep -q 'root:'; } # step $1
 
 # extra checks of particular runs (step $2 of the current episode)
 extra_checks() {
@@ -156,7 +157,7 @@ extra_checks() {
       check "$n: the parent cannot be killed" has runtime_log "$k" 'probe kill parent: Operation not permitted'
       check "$n: no file written outside the workdir" [ ! -e /tmp/ka-sandbox-escape.txt ] ;;
     incbin_passwd | incbin_macro)
-      check "$n: no file content in the logs" sh -c "! { q compile_log $k; q runtime_log $k; } | grep -q 'root:'" ;;
+      check "$n: no file content in the logs" nocontent "$k" ;;
     shm_persist_1 | shm_persist_2)
       check "$n: nothing of an earlier evaluation found" hasnot runtime_log "$k" 'found a file of an earlier evaluation'
       check "$n: nothing left in the machine's /dev/shm" [ ! -e /dev/shm/ka-shm-persist-probe ] ;;
@@ -257,7 +258,7 @@ episode nolandlock host/gelu_any tests/adversarial/host/incbin_passwd.c \
   tests/adversarial/host/shm_persist.c tests/adversarial/host/shm_persist.c
 check "no Landlock 1 incbin: COMPILE_ERROR" [ "$(q status 1)" = 2 ]
 check "no Landlock 1 incbin: refused by the assembly check" has compile_log 1 'uses the directive .incbin'
-check "no Landlock 1 incbin: no file content in the logs" sh -c "! { q compile_log 1; q runtime_log 1; } | grep -q 'root:'"
+check "no Landlock 1 incbin: no file content in the logs" nocontent 1
 check "no Landlock 2 shm_persist: OK" [ "$(q status 2)" = 1 ]
 check "no Landlock 2 shm_persist: the file is made (in the evaluation's own /dev/shm)" \
   has runtime_log 2 'shm_persist: create /dev/shm/ka-shm-persist-probe: done'
