@@ -238,7 +238,7 @@ check "off 2 honest submission afterwards: OK" [ "$(q status 2)" = 1 ]
 # without the seccomp lock, prlimit64 ends the baseline's module process: a baseline
 # failure after the candidate ran is the candidate's verdict, never INFRA_ERROR
 check "off 3 prlimit of the baseline (no seccomp): RUNTIME_ERROR" [ "$(q status 3)" = 4 ]
-check "off 3 the baseline's process was ended by the candidate" has runtime_log 3 'RLIMIT_CPU, 0) = 0'
+check "off 3 the baseline's process was ended by the candidate" has runtime_log 3 'RLIMIT_AS, 1 MiB) = 0'
 check "off: gpuexec survived" kill -0 "$GX_OFF"
 check "off: no evaluation process left under gpuexec" sh -c "! pgrep -P $GX_OFF >/dev/null"
 left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')

@@ -1,6 +1,6 @@
 /* Unscored step (issue 16, class 3): the candidate ends the baseline's module process by
- * lowering its CPU-time limit to 0 (prlimit64 on another process of the same user), so
- * the baseline's next call fails, which was reported as INFRA_ERROR ("not counted, retry
+ * lowering its address-space limit to 1 MiB (prlimit64 on another process of the same
+ * user), so the baseline cannot map its next buffer and its next call fails, which was reported as INFRA_ERROR ("not counted, retry
  * it") instead of scoring the step. No import: raw system calls (x86-64) find the
  * baseline (a child of the candidate's parent, the runner, read from /proc/PID/stat) and
  * call prlimit64. Expected now: OK (the seccomp lock refuses prlimit64 on any process but
@@ -48,9 +48,9 @@ void gelu_forward(const float *x, float *y, long long n) {
       if (ppid_of(pid) != runner) continue;
       struct {
         unsigned long long cur, max;
-      } lim = {0, 0};
-      long r = rs(302 /* prlimit64 */, pid, 0 /* RLIMIT_CPU */, (long)&lim, 0);
-      printf("prlimit_baseline: prlimit64(%ld, RLIMIT_CPU, 0) = %ld\n", pid, r);
+      } lim = {1 << 20, 1 << 20};
+      long r = rs(302 /* prlimit64 */, pid, 9 /* RLIMIT_AS */, (long)&lim, 0);
+      printf("prlimit_baseline: prlimit64(%ld, RLIMIT_AS, 1 MiB) = %ld\n", pid, r);
     }
     fflush(stdout);
   }
