@@ -6,14 +6,20 @@
  * process. Each module gets its own process (ka-runner --host-module, a fresh exec, so
  * it inherits no memory and no descriptor of the caller but its command socket and
  * stderr), which dlopens the shared object and calls its entry points through libffi
- * on command. "Device memory" is shared memory (one memfd per allocation, passed to
- * every module process with SCM_RIGHTS), so the caller keeps its timer, its result
- * channel and everything else out of the submission's reach, and times every launch
- * from outside: a launch is a command and its reply, which echoes a per-call nonce.
+ * on command; it sandboxes itself first (sandbox.h, ka_sandbox_module), the baseline's
+ * as much as the candidate's. "Device memory" is the caller's own memory; each module
+ * process gets a view of its own of an allocation (a memfd made for it alone, passed
+ * with SCM_RIGHTS) when a launch first passes it, so baseline and candidate never map
+ * the same memory (docs/integrity.md, property 13). The caller keeps its timer, its
+ * result channel and everything else out of the submission's reach, and times every
+ * launch from outside: a launch is a command and its reply, which echoes a per-call
+ * nonce.
  * The kernel's CPU-time accounting of each module process, read by the caller, shows
  * work done while no launch was in flight (untimed_work). The candidate's shared object
  * is checked against the task's import allow-list (sandbox.h, ka_import_check) after it
- * is built and before a module process loads it. */
+ * is built and before a module process loads it. The C compiler runs sandboxed
+ * (ka_sandbox_compiler) with a deadline of its own, in two steps so that the generated
+ * assembly is checked (ka_asm_check) before it is assembled. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -65,12 +71,24 @@ typedef struct host_reply {
   char msg[240];
 } host_reply;
 
+/* One allocation ("device memory"): the runner's own copy, in memory no other process
+ * maps. Each module process that is given the allocation as an argument gets a view of
+ * its own (host_view), so that baseline and candidate never share memory. */
 typedef struct host_alloc {
   uint32_t id;
-  int fd;
-  unsigned char *base;
+  unsigned char *base; /* the runner's copy: anonymous memory of this process only */
   size_t bytes;
+  ka_module *owner; /* NULL: base is current; else the module whose view is */
 } host_alloc;
+
+/* A module process's own copy of one allocation: a memfd created for that module only,
+ * mapped here and in that module's process. */
+typedef struct host_view {
+  uint32_t id; /* the allocation's */
+  unsigned char *map;
+  size_t bytes;
+  int stale; /* another module's call or a partial write made it out of date */
+} host_view;
 
 struct ka_backend_ctx {
   char err[1024];
@@ -78,7 +96,8 @@ struct ka_backend_ctx {
   size_t flush_bytes;
   unsigned flush_round;
   double t0;
-  double bw_gbps; /* peak for the physics floor: 8 x measured single-thread write bandwidth */
+  double excluded_s; /* view setup inside launches since timer_start, not timed */
+  double bw_gbps;    /* peak for the physics floor: 8 x measured single-thread write bandwidth */
   host_alloc allocs[HOST_MAX_ALLOCS];
   int nallocs;
   uint32_t next_id;
@@ -95,9 +114,11 @@ struct ka_module {
   int sock;
   clockid_t clk;
   int have_clk, have_mark;
-  double cpu_after_ms, wall_after_s; /* at the end of the last launch */
+  double cpu_after_ms, wall_after_s; /* at the end of the last launch (or the last reading) */
   int nkernels;
   char **names;
+  host_view views[HOST_MAX_ALLOCS];
+  int nviews;
 };
 
 static int64_t host_llc_bytes(void) {
@@ -203,7 +224,10 @@ static int host_device_info(ka_backend_ctx *c, ka_device_info *d) {
   return KA_OK;
 }
 
-/* Runs argv with stdout/stderr captured into *log, killing it after timeout_s. */
+/* Runs argv in cwd, sandboxed (ka_sandbox_compiler), with stdout/stderr captured into
+ * *log (malloc'd, at most 64 KiB kept), killing its process group after timeout_s.
+ * KA_OK, KA_ECOMPILE (it failed), KA_ETIMEDOUT, KA_EUNAVAIL (no such program) or
+ * KA_ESYS (the sandbox could not be applied). */
 static int host_run_compiler(char *const argv[], const char *cwd, double timeout_s, char **log) {
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return KA_ESYS;
@@ -217,6 +241,14 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
     if (chdir(cwd) != 0) _exit(126);
+    /* the compiler reads the workspace and the system folders only (sandbox.h); its
+     * temporary files go to its own folder, the one it may write */
+    char err[256];
+    if (ka_sandbox_compiler(cwd, err, sizeof err) != KA_OK) {
+      dprintf(2, "[kernelarena] sandbox of the compiler: %s\n", err);
+      _exit(125);
+    }
+    setenv("TMPDIR", cwd, 1);
     execvp(argv[0], argv);
     _exit(127);
   }
@@ -242,14 +274,22 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   close(pfd[0]);
   if (timed_out) {
     kill(-pid, SIGKILL);
-    ka_sb_puts(&sb, "\n[kernelarena] compiler killed at its deadline\n");
+    ka_sb_printf(&sb,
+                 "\n[kernelarena] the compiler did not finish within its deadline (%.0f s) "
+                 "and was killed\n",
+                 timeout_s);
   }
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  /* the compiler's own children (cc1, as) die with the group; wait until they are gone
+   * (they are reparented to the supervisor, which reaps them), so that none is counted
+   * as a process the submission left behind */
+  for (int i = 0; timed_out && i < 2000 && kill(-pid, 0) == 0; i++) usleep(1000);
   *log = ka_sb_take(&sb);
   if (timed_out) return KA_ETIMEDOUT;
   if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return KA_EUNAVAIL;
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 125) return KA_ESYS;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? KA_OK : KA_ECOMPILE;
 }
 
@@ -326,17 +366,91 @@ static void host_why_dead(ka_module *m, char *out, size_t outlen) {
   m->pid = -1;
 }
 
-static int host_send_map(ka_module *m, const host_alloc *a) {
+static host_view *host_view_of(ka_module *m, uint32_t id) {
+  for (int i = 0; i < m->nviews; i++)
+    if (m->views[i].id == id) return &m->views[i];
+  return NULL;
+}
+
+/* The current contents of allocation a: the owner's view after its call, else base. */
+static const unsigned char *host_current(ka_backend_ctx *c, host_alloc *a) {
+  host_view *v = a->owner ? host_view_of(a->owner, a->id) : NULL;
+  (void)c;
+  return v ? v->map : a->base;
+}
+
+/* Makes base current again (copies the owner's view into it) and drops the owner. */
+static void host_pull(ka_backend_ctx *c, host_alloc *a) {
+  const unsigned char *cur = host_current(c, a);
+  if (cur != a->base) memcpy(a->base, cur, a->bytes);
+  a->owner = NULL;
+}
+
+/* Forgets module m's view of allocation a: unmaps it here and tells m to (best effort:
+ * m may be gone). Base is made current first when m owned it. */
+static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
+  host_view *v = host_view_of(m, a->id);
+  if (!v) return;
+  if (a->owner == m) host_pull(c, a);
+  if (m->sock >= 0 && m->pid > 0) {
+    host_cmd cmd;
+    memset(&cmd, 0, sizeof cmd);
+    cmd.op = HOST_OP_UNMAP;
+    cmd.id = a->id;
+    host_send(m, &cmd, -1);
+  }
+  munmap(v->map, v->bytes);
+  *v = m->views[--m->nviews];
+}
+
+/* Gives module m a view of allocation a holding its current contents: a memfd of m's
+ * own, mapped here and passed to m's process (SCM_RIGHTS); no other process gets it.
+ * An existing stale view is refreshed. KA_EIO when m's process cannot be told,
+ * KA_EOOM when the memfd cannot be made. */
+static int host_view_ensure(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
+  host_view *v = host_view_of(m, a->id);
+  if (v) {
+    if (v->stale && a->owner != m) memcpy(v->map, host_current(c, a), a->bytes);
+    v->stale = 0;
+    return KA_OK;
+  }
+  if (m->nviews >= HOST_MAX_ALLOCS) return KA_EOOM;
+  int fd = memfd_create("ka-tensor", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, (off_t)a->bytes) != 0) {
+    if (fd >= 0) close(fd);
+    return KA_EOOM;
+  }
+  void *p = mmap(NULL, a->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    close(fd);
+    return KA_EOOM;
+  }
+  memcpy(p, host_current(c, a), a->bytes);
   host_cmd cmd;
   memset(&cmd, 0, sizeof cmd);
   cmd.op = HOST_OP_MAP;
   cmd.id = a->id;
   cmd.size = a->bytes;
-  return host_send(m, &cmd, a->fd);
+  int rc = host_send(m, &cmd, fd);
+  close(fd); /* the mappings here and in m's process keep the memory */
+  if (rc != KA_OK) {
+    munmap(p, a->bytes);
+    return KA_EIO;
+  }
+  v = &m->views[m->nviews++];
+  v->id = a->id;
+  v->map = p;
+  v->bytes = a->bytes;
+  v->stale = 0;
+  return KA_OK;
 }
 
 static void host_module_free(ka_backend_ctx *c, ka_module *m) {
   if (!m) return;
+  /* what it owned comes back to base first; its memfds go with its mappings */
+  for (int i = 0; m->ctx && i < m->ctx->nallocs; i++) host_view_drop(m->ctx, m, &m->ctx->allocs[i]);
+  for (int i = 0; i < m->nviews; i++) munmap(m->views[i].map, m->views[i].bytes);
+  m->nviews = 0;
   if (m->sock >= 0) close(m->sock);
   if (m->pid > 0) {
     kill(m->pid, SIGKILL);
@@ -374,7 +488,18 @@ static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *r
    * would count as work outside the timed calls) */
   char home[PATH_MAX + 8];
   snprintf(home, sizeof home, "HOME=%s", req->workdir);
-  char *env[] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  /* the operator's sandbox switches (sandbox.h), so that the module process applies the
+   * layers the runner applies */
+  char sw[2][64];
+  char *env[6] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  int ne = 3;
+  const char *names[] = {"KA_SANDBOX_SECCOMP", "KA_SANDBOX_LANDLOCK"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    if (v && snprintf(sw[i], sizeof sw[i], "%s=%s", names[i], v) < (int)sizeof sw[i])
+      env[ne++] = sw[i];
+  }
+  env[ne] = NULL;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return KA_ESYS;
   pid_t parent = getpid();
@@ -407,9 +532,73 @@ static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *r
     ka_sb_printf(log, "%s\n", r.msg);
     return KA_ECOMPILE;
   }
-  for (int i = 0; c && i < c->nallocs; i++)
-    if (host_send_map(m, &c->allocs[i]) != KA_OK) return KA_EIO;
-  return KA_OK; /* idle time is counted from the end of the first launch on */
+  /* no allocation is mapped yet: each comes when a launch first passes it (host_launch).
+   * Idle time is counted from here on: CPU a constructor's thread burns before the first
+   * call is work outside the calls too */
+  m->cpu_after_ms = host_cpu_ms(m);
+  m->wall_after_s = ka_now_s();
+  m->have_mark = 1;
+  return KA_OK;
+}
+
+/* The C compiler's own deadline in seconds (docs/sandbox.md): well inside every host
+ * task's evaluation deadline (60 s), so that a compile that never ends is the
+ * submission's COMPILE_ERROR, never the evaluation's TIMEOUT. */
+#define HOST_CC_DEADLINE_S 20.0
+
+/* Builds req->sources[0] into the shared object at so in two steps, both sandboxed and
+ * within one deadline (the smaller of req->timeout_s and HOST_CC_DEADLINE_S): C to
+ * assembly (module.s), which ka_asm_check reads, then assembly to the shared object.
+ * *log gets the compilers' output and the check's refusals. KA_OK; KA_ECOMPILE (a
+ * compile error, a refused directive, the deadline) with err; KA_EUNAVAIL (no compiler)
+ * or KA_ESYS (the compiler could not be sandboxed, an infrastructure fault). */
+static int host_build_so(const ka_compile_req *req, const char *so, char **log, char *err,
+                         size_t errlen) {
+  const char *cc = getenv("KA_HOST_CC");
+  char *ccp = (char *)(cc && *cc ? cc : "cc");
+  char asmf[PATH_MAX];
+  snprintf(asmf, sizeof asmf, "%s/module.s", req->workdir);
+  double budget = req->timeout_s > 0 && req->timeout_s < HOST_CC_DEADLINE_S ? req->timeout_s
+                                                                            : HOST_CC_DEADLINE_S;
+  double t0 = ka_now_s();
+  char *argv1[] = {
+      ccp, "-std=gnu11", "-O2", "-fPIC", "-S", "-o", asmf, (char *)req->sources[0].name, NULL};
+  ka_sb sb = {0};
+  char *part = NULL;
+  int said = 0; /* err names the refusal */
+  int rc = host_run_compiler(argv1, req->workdir, budget, &part);
+  ka_sb_puts(&sb, part ? part : "");
+  free(part);
+  part = NULL;
+  if (rc == KA_OK) {
+    char *text = NULL, *alog = NULL;
+    size_t len = 0;
+    if (ka_read_file(asmf, (size_t)1 << 30, &text, &len) != KA_OK) {
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "the compiler wrote no assembly");
+      said = 1;
+    } else if (ka_asm_check(text, len, &alog)) {
+      ka_sb_puts(&sb, alog);
+      int n = (int)strcspn(alog, "\n");
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "%.*s", n, alog);
+      said = 1;
+    }
+    free(text);
+    free(alog);
+  }
+  if (rc == KA_OK) {
+    char *argv2[] = {ccp, "-shared", "-fPIC", "-o", (char *)so, asmf, "-lm", "-lpthread", NULL};
+    double left = budget - (ka_now_s() - t0);
+    rc = host_run_compiler(argv2, req->workdir, left > 0.1 ? left : 0.1, &part);
+    ka_sb_puts(&sb, part ? part : "");
+    free(part);
+  }
+  *log = ka_sb_take(&sb);
+  if (rc == KA_ETIMEDOUT)
+    return ka_seterr(err, errlen, KA_ECOMPILE,
+                     "the compiler did not finish within its deadline (%.0f s)", budget);
+  if (rc == KA_ESYS) return ka_seterr(err, errlen, KA_ESYS, "the compiler's sandbox failed");
+  if (rc == KA_ECOMPILE && !said) ka_seterr(err, errlen, KA_ECOMPILE, "compilation failed");
+  return rc;
 }
 
 static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module **out, char **log,
@@ -431,12 +620,8 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   }
   char so[PATH_MAX];
   snprintf(so, sizeof so, "%s/module.so", req->workdir);
-  const char *cc = getenv("KA_HOST_CC");
-  char *argv[] = {
-      (char *)(cc && *cc ? cc : "cc"), "-std=gnu11", "-O2",       "-shared", "-fPIC", "-o", so,
-      (char *)req->sources[0].name,    "-lm",        "-lpthread", NULL};
   char *clog = NULL;
-  int rc = host_run_compiler(argv, req->workdir, req->timeout_s > 0 ? req->timeout_s : 60, &clog);
+  int rc = host_build_so(req, so, &clog, err, errlen);
   if (rc == KA_EUNAVAIL) {
     free(clog);
     clog = strdup("C compiler not found (set KA_HOST_CC or install gcc)\n");
@@ -451,7 +636,7 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
       *log = clog;
     else
       free(clog);
-    return ka_seterr(err, errlen, rc == KA_ETIMEDOUT ? KA_ECOMPILE : rc, "compilation failed");
+    return rc;
   }
   /* the candidate's imports against the task's allow-list, before anything loads it
    * (sandbox.h; armed by the runner for the candidate only) */
@@ -505,7 +690,12 @@ static int host_compile(ka_backend_ctx *c, const ka_compile_req *req, ka_module 
   return KA_OK;
 }
 
-/* ---- memory: one memfd per allocation, mapped here and in every module process */
+/* ---- memory: the runner's own copy of each allocation, and per module process a view
+ * of its own (docs/integrity.md, property 13). Writes of the runner (staging) go to the
+ * copy and to every view; a launch gives the module a view of each allocation it is
+ * passed, and after its call that view is the current contents (outputs are read back
+ * from it). No memory is mapped into two module processes, so a thread the candidate
+ * left running cannot read or change what the baseline reads or writes. */
 
 static int host_mem_alloc(ka_backend_ctx *c, size_t bytes, ka_devptr *out) {
   if (c->nallocs >= HOST_MAX_ALLOCS) {
@@ -513,64 +703,127 @@ static int host_mem_alloc(ka_backend_ctx *c, size_t bytes, ka_devptr *out) {
     return KA_EOOM;
   }
   size_t len = bytes ? bytes : 1;
-  int fd = memfd_create("ka-tensor", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, (off_t)len) != 0) {
-    snprintf(c->err, sizeof c->err, "host allocation of %zu bytes failed: %s", bytes,
-             strerror(errno));
-    if (fd >= 0) close(fd);
-    return KA_EOOM;
-  }
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     snprintf(c->err, sizeof c->err, "host allocation of %zu bytes failed: %s", bytes,
              strerror(errno));
-    close(fd);
     return KA_EOOM;
   }
   host_alloc *a = &c->allocs[c->nallocs++];
   a->id = ++c->next_id;
-  a->fd = fd;
   a->base = p;
   a->bytes = len;
-  for (int i = 0; i < c->nmods; i++)
-    if (host_send_map(c->mods[i], a) != KA_OK) {
-      snprintf(c->err, sizeof c->err, "cannot share an allocation with a module process");
-      host_mem_free(c, (ka_devptr)(uintptr_t)p);
-      return KA_EDEVICE;
-    }
+  a->owner = NULL;
   *out = (ka_devptr)(uintptr_t)p;
   return KA_OK;
+}
+
+/* The allocation holding [p, p + n) and p's offset in it; NULL if there is none. */
+static host_alloc *host_find(ka_backend_ctx *c, ka_devptr p, size_t n, size_t *off) {
+  for (int i = 0; i < c->nallocs; i++) {
+    uintptr_t b = (uintptr_t)c->allocs[i].base;
+    if (p >= b && p - b <= c->allocs[i].bytes && n <= c->allocs[i].bytes - (p - b)) {
+      *off = (size_t)(p - b);
+      return &c->allocs[i];
+    }
+  }
+  return NULL;
 }
 
 static void host_mem_free(ka_backend_ctx *c, ka_devptr p) {
   for (int i = 0; i < c->nallocs; i++) {
     host_alloc *a = &c->allocs[i];
     if ((uintptr_t)a->base != (uintptr_t)p) continue;
-    host_cmd cmd;
-    memset(&cmd, 0, sizeof cmd);
-    cmd.op = HOST_OP_UNMAP;
-    cmd.id = a->id;
-    for (int k = 0; k < c->nmods; k++) host_send(c->mods[k], &cmd, -1);
+    a->owner = NULL;
+    for (int k = 0; k < c->nmods; k++) host_view_drop(c, c->mods[k], a);
     munmap(a->base, a->bytes);
-    close(a->fd);
     c->allocs[i] = c->allocs[--c->nallocs];
     return;
   }
 }
 
-static int host_copy_to_device(ka_backend_ctx *c, ka_devptr dst, const void *src, size_t n) {
-  memcpy((void *)(uintptr_t)dst, src, n);
+/* Writes n bytes at dst (src, or the byte v when src is NULL) into the runner's copy and
+ * every module's view, so that each module process finds them at its next call. */
+static int host_write(ka_backend_ctx *c, ka_devptr dst, const void *src, uint8_t v, size_t n) {
+  size_t off;
+  host_alloc *a = host_find(c, dst, n, &off);
+  if (!a) {
+    snprintf(c->err, sizeof c->err, "a host copy of %zu bytes outside any allocation", n);
+    return KA_EINVAL;
+  }
+  if (a->owner && (off != 0 || n != a->bytes)) host_pull(c, a);
+  a->owner = NULL;
+  if (src)
+    memcpy(a->base + off, src, n);
+  else
+    memset(a->base + off, v, n);
+  for (int k = 0; k < c->nmods; k++) {
+    host_view *w = host_view_of(c->mods[k], a->id);
+    if (!w) continue;
+    if (w->stale)
+      memcpy(w->map, a->base, a->bytes);
+    else
+      memcpy(w->map + off, a->base + off, n);
+    w->stale = 0;
+  }
   return KA_OK;
 }
 
+static int host_copy_to_device(ka_backend_ctx *c, ka_devptr dst, const void *src, size_t n) {
+  return host_write(c, dst, src, 0, n);
+}
+
 static int host_copy_to_host(ka_backend_ctx *c, void *dst, ka_devptr src, size_t n) {
-  memcpy(dst, (const void *)(uintptr_t)src, n);
+  size_t off;
+  host_alloc *a = host_find(c, src, n, &off);
+  if (!a) {
+    snprintf(c->err, sizeof c->err, "a host copy of %zu bytes outside any allocation", n);
+    return KA_EINVAL;
+  }
+  memcpy(dst, host_current(c, a) + off, n);
   return KA_OK;
 }
 
 static int host_memset8(ka_backend_ctx *c, ka_devptr dst, uint8_t v, size_t n) {
-  memset((void *)(uintptr_t)dst, v, n);
-  return KA_OK;
+  return host_write(c, dst, NULL, v, n);
+}
+
+/* Before a call of module m: a view of every allocation passed in l, current. Time spent
+ * here (first use of an allocation, or a view another call made stale) is kept out of
+ * the timed interval (excluded_s). Marks in *used which allocations the call gets. */
+static int host_views_for(ka_backend_ctx *c, ka_module *m, const ka_launch *l, int *used) {
+  double t0 = ka_now_s();
+  int rc = KA_OK;
+  for (int i = 0; i < l->nargs && rc == KA_OK; i++) {
+    const ka_arg *g = &l->args[i];
+    if (g->kind != KA_ARG_PTR || !g->v.ptr) continue;
+    size_t off;
+    host_alloc *a = host_find(c, g->v.ptr, 0, &off);
+    if (!a) continue; /* reported by the caller */
+    used[a - c->allocs] = 1;
+    rc = host_view_ensure(c, m, a);
+  }
+  c->excluded_s += ka_now_s() - t0;
+  if (rc == KA_EOOM)
+    snprintf(c->err, sizeof c->err, "cannot map an allocation into a module process: %s",
+             strerror(errno));
+  else if (rc)
+    snprintf(c->err, sizeof c->err, "cannot share an allocation with a module process");
+  return rc;
+}
+
+/* After a call of module m: its views of the allocations it was passed are the current
+ * contents; every other view of them is stale. */
+static void host_views_after(ka_backend_ctx *c, ka_module *m, const int *used) {
+  for (int i = 0; i < c->nallocs; i++) {
+    if (!used[i]) continue;
+    host_alloc *a = &c->allocs[i];
+    a->owner = m;
+    for (int k = 0; k < c->nmods; k++) {
+      host_view *w = c->mods[k] != m ? host_view_of(c->mods[k], a->id) : NULL;
+      if (w) w->stale = 1;
+    }
+  }
 }
 
 /* One call of an entry point in the module's process: the command, then its reply. */
@@ -602,21 +855,25 @@ static int host_launch(ka_backend_ctx *c, ka_module *m, const ka_launch *l) {
     } else if (!a->v.ptr) {
       cmd.args[i].kind = HOST_ARG_NULL;
     } else {
-      int found = 0;
-      for (int k = 0; k < c->nallocs && !found; k++) {
-        uintptr_t b = (uintptr_t)c->allocs[k].base;
-        if (a->v.ptr >= b && a->v.ptr <= b + c->allocs[k].bytes) {
-          cmd.args[i].kind = HOST_ARG_PTR;
-          cmd.args[i].alloc = c->allocs[k].id;
-          cmd.args[i].v = a->v.ptr - b;
-          found = 1;
-        }
-      }
-      if (!found) {
+      size_t off;
+      host_alloc *al = host_find(c, a->v.ptr, 0, &off);
+      if (!al) {
         snprintf(c->err, sizeof c->err, "argument %d of %s is not device memory", i, l->kernel);
         return KA_ELAUNCH;
       }
+      cmd.args[i].kind = HOST_ARG_PTR;
+      cmd.args[i].alloc = al->id;
+      cmd.args[i].v = off;
     }
+  }
+  int used[HOST_MAX_ALLOCS] = {0};
+  int vrc = host_views_for(c, m, l, used);
+  if (vrc == KA_EOOM) return KA_EOOM;
+  if (vrc != KA_OK) { /* the module process no longer takes commands */
+    char why[256];
+    host_why_dead(m, why, sizeof why);
+    snprintf(c->err, sizeof c->err, "%s", why);
+    return KA_EDEVICE;
   }
   cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
   double cpu0 = host_cpu_ms(m), wall0 = ka_now_s();
@@ -635,6 +892,7 @@ static int host_launch(ka_backend_ctx *c, ka_module *m, const ka_launch *l) {
   m->cpu_after_ms = host_cpu_ms(m);
   m->wall_after_s = ka_now_s();
   m->have_mark = 1;
+  host_views_after(c, m, used);
   if (r.nonce != cmd.nonce) {
     snprintf(c->err, sizeof c->err,
              "the process running the submitted code answered a call it was not given");
@@ -663,12 +921,16 @@ static int host_flush_cache(ka_backend_ctx *c) {
 }
 
 static int host_timer_start(ka_backend_ctx *c) {
+  c->excluded_s = 0;
   c->t0 = ka_now_s();
   return KA_OK;
 }
 
+/* The interval since timer_start, less the time launches spent mapping allocations into
+ * a module process (host_views_for: the runner's work, not the module's). */
 static int host_timer_stop(ka_backend_ctx *c, double *ms) {
-  *ms = (ka_now_s() - c->t0) * 1e3;
+  double dt = ka_now_s() - c->t0 - c->excluded_s;
+  *ms = (dt > 0 ? dt : 0) * 1e3;
   return KA_OK;
 }
 
@@ -677,7 +939,19 @@ static int host_flush_bytes(ka_backend_ctx *c, size_t *out) {
   return KA_OK;
 }
 
+/* Also charges, up to now, what each module process used since its last call ended, so
+ * that work after a module's last call (of a case, or of the evaluation) is counted when
+ * the runner reads this at the end of the case, not at a next launch that never comes. */
 static int host_untimed_work(ka_backend_ctx *c, double *busy_ms, double *idle_ms) {
+  for (int i = 0; i < c->nmods; i++) {
+    ka_module *m = c->mods[i];
+    if (!m->have_mark || m->pid <= 0) continue;
+    double cpu = host_cpu_ms(m), now = ka_now_s();
+    c->busy_ms += cpu - m->cpu_after_ms;
+    c->idle_ms += (now - m->wall_after_s) * 1e3;
+    m->cpu_after_ms = cpu;
+    m->wall_after_s = now;
+  }
   *busy_ms = c->busy_ms;
   *idle_ms = c->idle_ms;
   return KA_OK;

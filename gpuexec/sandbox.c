@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,6 +33,8 @@
  * Supervisor: `ka-runner --supervise RUNNER` */
 
 static volatile sig_atomic_t sb_stop;
+
+static int sb_private_shm(void);
 
 static void sb_on_term(int sig) {
   (void)sig;
@@ -99,6 +103,7 @@ int ka_sandbox_supervise(const char *runner_path) {
     signal(SIGTERM, SIG_DFL);
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     if (getppid() != self) _exit(126);
+    sb_private_shm();
     char *argv[] = {(char *)runner_path, NULL};
     execv(runner_path, argv);
     _exit(127);
@@ -413,7 +418,41 @@ static int sb_ll_allow(int rs, const char *path, uint64_t access, uint64_t handl
   return rc;
 }
 
-static int sb_landlock(const char *workdir, char *err, size_t errlen) {
+/* Who a Landlock domain is for (sb_landlock). */
+enum {
+  SB_LL_RUNNER = 0,   /* the runner: system folders, /proc, /sys, /dev, /dev/shm, workdir */
+  SB_LL_MODULE = 1,   /* a module process: the same without /dev/shm (only its own folder) */
+  SB_LL_COMPILER = 2, /* the C compiler: system folders and its folder only, no /proc or /sys */
+};
+
+/* Rules for /dev: read and write of the device nodes (no new ones). Module processes and
+ * the compiler get each entry of /dev but shm and mqueue, so that nothing there can hold
+ * files another evaluation sees (the runner has its own /dev/shm, see sb_private_shm). */
+static int sb_ll_dev(int rs, int who, int abi, uint64_t fs) {
+  uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                 LANDLOCK_ACCESS_FS_READ_DIR | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0);
+  if (who == SB_LL_RUNNER) return sb_ll_allow(rs, "/dev", dev, fs);
+  if (who == SB_LL_COMPILER) return sb_ll_allow(rs, "/dev/null", dev, fs);
+  DIR *d = opendir("/dev");
+  if (!d) return 0;
+  int rc = 0;
+  struct dirent *e;
+  while (!rc && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "shm") ||
+        !strcmp(e->d_name, "mqueue") || e->d_type == DT_LNK)
+      continue; /* links (/dev/fd, /dev/stdin) lead to /proc or to sockets */
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "/dev/%s", e->d_name);
+    rc = sb_ll_allow(rs, p, dev, fs);
+    if (rc && errno == EBADFD) rc = 0; /* not a file of a filesystem (a socket): skipped */
+  }
+  closedir(d);
+  return rc;
+}
+
+/* Restricts the calling thread and what it starts to the file access of `who`, with
+ * read-write access to workdir (and only there). */
+static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
   int abi = ka_sandbox_landlock_abi();
   if (abi <= 0) return KA_OK; /* not offered by this kernel: documented fallback */
   uint64_t fs =
@@ -436,7 +475,8 @@ static int sb_landlock(const char *workdir, char *err, size_t errlen) {
   uint64_t rw = fs & ~(LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK);
   /* system files: programs, libraries, compiler headers; /proc and /sys for drivers
    * (other processes' /proc entries stay closed: Landlock denies ptrace access to
-   * processes outside the domain, which /proc/PID/mem and environ check) */
+   * processes outside the domain, which /proc/PID/mem and environ check). The compiler
+   * gets neither /proc nor /sys: an `.incbin` of them must find nothing. */
   static const char *const ro[] = {"/usr",
                                    "/lib",
                                    "/lib64",
@@ -454,7 +494,10 @@ static int sb_landlock(const char *workdir, char *err, size_t errlen) {
                                    "/sys",
                                    NULL};
   int rc = 0;
-  for (int i = 0; ro[i] && !rc; i++) rc = sb_ll_allow(rs, ro[i], rx, fs);
+  for (int i = 0; ro[i] && !rc; i++) {
+    if (who == SB_LL_COMPILER && (!strcmp(ro[i], "/proc") || !strcmp(ro[i], "/sys"))) continue;
+    rc = sb_ll_allow(rs, ro[i], rx, fs);
+  }
   /* ka-runner's folder (the backend modules), the library path, the CUDA toolkit */
   char dir[PATH_MAX];
   if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = sb_ll_allow(rs, dir, rx, fs);
@@ -468,13 +511,10 @@ static int sb_landlock(const char *workdir, char *err, size_t errlen) {
       if (tok[0] == '/') rc = sb_ll_allow(rs, tok, rx, fs);
     free(copy);
   }
-  /* devices (the GPU's, /dev/null, /dev/urandom, /dev/shm) and the private workdir */
-  if (!rc)
-    rc = sb_ll_allow(rs, "/dev",
-                     LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                         LANDLOCK_ACCESS_FS_READ_DIR | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0),
-                     fs);
-  if (!rc) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
+  /* devices (the GPU's, /dev/null, /dev/urandom; /dev/shm for the runner only) and the
+   * private workdir */
+  if (!rc) rc = sb_ll_dev(rs, who, abi, fs);
+  if (!rc && who == SB_LL_RUNNER) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
   if (!rc) rc = sb_ll_allow(rs, workdir, rw, fs);
   if (rc) {
     int e = errno;
@@ -643,6 +683,45 @@ static int sb_seccomp_lock(char *err, size_t errlen) {
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tkill), 0);
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_send_signal), 0);
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_open), 0);
+  /* calls that act on another process named by its pid (0 is the caller): its resource
+   * limits (prlimit64 is what setrlimit and getrlimit use, with pid 0), its priority,
+   * CPUs, scheduling or memory placement. The baseline's module process and the runner
+   * are processes of the same user: lowering their limits ended the baseline (an
+   * unscored INFRA_ERROR), and a lower priority would slow the baseline's timed calls. */
+  static const int self_only[] = {SCMP_SYS(prlimit64),          SCMP_SYS(sched_setaffinity),
+                                  SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+                                  SCMP_SYS(sched_setattr),      SCMP_SYS(migrate_pages),
+                                  SCMP_SYS(move_pages)};
+  for (size_t i = 0; i < sizeof self_only / sizeof self_only[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), self_only[i], 1, SCMP_A0(SCMP_CMP_NE, 0));
+  /* setpriority(which, who, prio) / ioprio_set(which, who, prio): only the caller
+   * (PRIO_PROCESS = IOPRIO_WHO_PROCESS - 1 = 0, who 0); a process group or a user
+   * would reach the baseline too */
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                          SCMP_A0(SCMP_CMP_NE, 0));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                          SCMP_A0(SCMP_CMP_NE, 1));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  /* another process's memory or performance counters, and System V IPC and POSIX message
+   * queues, which outlive the evaluation and are shared by every process of the machine
+   * (no file path, so Landlock does not see them) */
+  static const int eperm[] = {SCMP_SYS(process_madvise), SCMP_SYS(process_mrelease),
+                              SCMP_SYS(perf_event_open), SCMP_SYS(shmget),
+                              SCMP_SYS(shmat),           SCMP_SYS(shmctl),
+                              SCMP_SYS(msgget),          SCMP_SYS(msgsnd),
+                              SCMP_SYS(msgrcv),          SCMP_SYS(msgctl),
+                              SCMP_SYS(semget),          SCMP_SYS(semop),
+                              SCMP_SYS(semtimedop),      SCMP_SYS(semctl),
+                              SCMP_SYS(mq_open),         SCMP_SYS(mq_unlink)};
+  for (size_t i = 0; i < sizeof eperm / sizeof eperm[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), eperm[i], 0);
   if (!rc) rc = seccomp_load(f);
   seccomp_release(f);
   if (rc) return ka_seterr(err, errlen, KA_ESYS, "seccomp (lock filter): %s", strerror(-rc));
@@ -651,7 +730,7 @@ static int sb_seccomp_lock(char *err, size_t errlen) {
 
 int ka_sandbox_enter(const char *workdir, int external_compiler, char *err, size_t errlen) {
   int rc = KA_OK;
-  if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, err, errlen);
+  if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_RUNNER, err, errlen);
   if (rc == KA_OK && !sb_env_off("KA_SANDBOX_SECCOMP")) {
     rc = sb_seccomp_base(err, errlen);
     if (rc == KA_OK && !external_compiler) rc = sb_seccomp_lock(err, errlen);
@@ -674,30 +753,119 @@ static int sb_drop_caps(void) {
   return (int)syscall(SYS_capset, &hdr, data);
 }
 
-void ka_sandbox_lock_inherited(void) {
-  if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) return; /* 2: SECCOMP_MODE_FILTER */
-  char err[256];
-  /* A nested Landlock domain (it only adds "no device nodes"): Landlock lets a process
-   * ptrace only processes of its own or a nested domain, so this one cannot reach the
-   * runner that started it, even as root. */
+/* A nested Landlock domain that only adds "no device nodes": Landlock lets a process
+ * ptrace only processes of its own or a nested domain, so a process in it cannot reach
+ * the runner that started it, even as root (used where the full domain is off). */
+static int sb_landlock_nest(void) {
+  sb_ll_attr attr = {.handled_access_fs =
+                         LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK};
+  int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(uint64_t), 0);
+  if (rs < 0) return -1;
+  int rc =
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && syscall(SYS_landlock_restrict_self, rs, 0) == 0
+          ? 0
+          : -1;
+  int e = errno;
+  close(rs);
+  errno = e;
+  return rc;
+}
+
+int ka_sandbox_module(const char *workdir, char *err, size_t errlen) {
+  /* not dumpable: no other process of this user (another module process) can open its
+   * /proc/PID/mem, fd/ or map_files/, nor ptrace it, even without Landlock */
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int rc = KA_OK;
   if (ka_sandbox_landlock_abi() > 0) {
-    sb_ll_attr attr = {.handled_access_fs =
-                           LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_BLOCK};
-    int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof(uint64_t), 0);
-    if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0) != 0) {
-      dprintf(2, "[kernelarena] sandbox: nested landlock domain: %s\n", strerror(errno));
-      _exit(125);
-    }
-    close(rs);
+    if (!sb_env_off("KA_SANDBOX_LANDLOCK"))
+      rc = sb_landlock(workdir, SB_LL_MODULE, err, errlen);
+    else if (sb_landlock_nest() != 0)
+      rc = ka_seterr(err, errlen, KA_ESYS, "nested landlock domain: %s", strerror(errno));
   }
-  if (sb_drop_caps() != 0) {
-    dprintf(2, "[kernelarena] sandbox: capset: %s\n", strerror(errno));
+  if (rc == KA_OK && sb_drop_caps() != 0)
+    rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));
+  if (rc == KA_OK && !sb_env_off("KA_SANDBOX_SECCOMP")) {
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2) rc = sb_seccomp_base(err, errlen); /* 2: FILTER */
+    if (rc == KA_OK) rc = sb_seccomp_lock(err, errlen);
+  }
+  return rc;
+}
+
+void ka_sandbox_lock_inherited(void) {
+  char wd[PATH_MAX], err[256];
+  if (!getcwd(wd, sizeof wd)) {
+    dprintf(2, "[kernelarena] sandbox: getcwd: %s\n", strerror(errno));
     _exit(125);
   }
-  if (sb_seccomp_lock(err, sizeof err) != KA_OK) {
+  if (ka_sandbox_module(wd, err, sizeof err) != KA_OK) {
     dprintf(2, "[kernelarena] sandbox: %s\n", err);
     _exit(125);
   }
+}
+
+int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen) {
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int rc = KA_OK;
+  if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMPILER, err, errlen);
+  if (rc == KA_OK && sb_drop_caps() != 0)
+    rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));
+  if (rc == KA_OK && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    rc = ka_seterr(err, errlen, KA_ESYS, "no_new_privs: %s", strerror(errno));
+  if (rc == KA_OK && !sb_env_off("KA_SANDBOX_SECCOMP") && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2)
+    rc = sb_seccomp_base(err, errlen);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Assembly check of module mode: directives that read files or build others */
+
+int ka_asm_check(const char *text, size_t len, char **log) {
+  /* .incbin and .include read a file; .macro, .rept, .irp(c), .altmacro can assemble
+   * a directive name from pieces (and repeat without end). GCC emits none of them for
+   * C. Matched case-insensitively anywhere in the text, strings and comments included
+   * (conservative, like the include check). */
+  static const char *const bad[] = {".incbin", ".include",  ".macro",  ".rept",
+                                    ".irp",    ".altmacro", ".purgem", NULL};
+  ka_sb sb = {0};
+  int refused = 0;
+  *log = NULL;
+  for (int k = 0; bad[k]; k++) {
+    size_t n = strlen(bad[k]);
+    int line = 1;
+    for (size_t i = 0; i + n <= len; i++) {
+      if (text[i] == '\n') line++;
+      if (strncasecmp(text + i, bad[k], n)) continue;
+      if (refused++ < 8)
+        ka_sb_printf(&sb,
+                     "asm check: the compiled assembly uses the directive %s (line %d of the "
+                     "generated assembly): directives that read files or build other directives "
+                     "are not allowed in submissions (docs/sandbox.md)\n",
+                     bad[k], line);
+      break;
+    }
+  }
+  if (refused)
+    *log = ka_sb_take(&sb);
+  else
+    ka_sb_free(&sb);
+  return refused;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Private shared memory of one evaluation */
+
+/* In the supervisor's child, before it becomes the runner: a mount namespace of its own
+ * with a fresh tmpfs on /dev/shm, and an IPC namespace of its own (System V IPC, POSIX
+ * message queues). Both end with the last process of the evaluation, and what was
+ * written there with them. Needs CAP_SYS_ADMIN (gpuexec runs as root on CI and the GPU
+ * machine); without it, nothing changes here and module processes are kept out of
+ * /dev/shm by Landlock and out of System V IPC by seccomp. Returns 1 if in place. */
+static int sb_private_shm(void) {
+  if (unshare(CLONE_NEWNS | CLONE_NEWIPC) != 0) return 0;
+  /* our mounts must not propagate back to the machine's namespace */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return 0;
+  return mount("ka-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               "mode=1777,size=256m") == 0;
 }
 
 /* ------------------------------------------------------------------------------------

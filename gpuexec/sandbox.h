@@ -16,7 +16,13 @@
  *      only), no ptrace, no privileged system calls. Second, the lock (in the runner
  *      for rtc tasks, in each host module process before it loads submitted code): no
  *      new process (fork, vfork, clone without CLONE_THREAD), no execve (such a call
- *      stops the process with SIGSYS), no setsid/setpgid, signals only to itself.
+ *      stops the process with SIGSYS), no setsid/setpgid, signals only to itself, no
+ *      limits, priority or CPUs of another process, no System V IPC.
+ *   5. Host backend: every module process (baseline's and candidate's) sandboxes
+ *      itself (ka_sandbox_module); the C compiler runs in a sandbox of its own
+ *      (ka_sandbox_compiler) and its assembly is checked (ka_asm_check).
+ *   6. Where permitted (CAP_SYS_ADMIN), the runner gets mount and IPC namespaces of its
+ *      own with a fresh tmpfs on /dev/shm, which end with the evaluation.
  *
  * The operator (never the submission) can turn layers 3 and 4 off for diagnosis with
  * KA_SANDBOX_LANDLOCK=0 / KA_SANDBOX_SECCOMP=0 in gpuexec's environment, and allow
@@ -83,12 +89,35 @@ int ka_sandbox_supervise(const char *runner_path);
  * layer the kernel offers could not be applied (submitted code must then not run). */
 int ka_sandbox_enter(const char *workdir, int external_compiler, char *err, size_t errlen);
 
-/* In a process started by a sandboxed runner (it inherited the first seccomp stage):
- * installs the second stage (no process creation, no execve, signals only to itself)
- * before submitted code is loaded. Does nothing in a process that has no seccomp
- * filter (a baseline's module process, or the operator turned seccomp off). A failure
- * to lock ends the process (exit 125): submitted code must not run unlocked. */
+/* Sandboxes a host module process (baseline's and candidate's alike, whether or not the
+ * runner that started it is sandboxed yet) before it loads submitted code: not dumpable;
+ * a Landlock domain of its own (system folders read-only, read-write only workdir, its
+ * own folder; no /dev/shm), or with KA_SANDBOX_LANDLOCK=0 a nested domain that only
+ * keeps it from ptrace of the runner; all capabilities dropped; the first seccomp stage
+ * unless inherited, then the lock (no process creation, no execve, signals only to
+ * itself, no resource limits, priorities or scheduling of other processes, no System V
+ * IPC). The KA_SANDBOX_* switches of its environment turn layers off as for the runner.
+ * Returns KA_OK, or KA_ESYS with the reason in err (submitted code must then not run). */
+int ka_sandbox_module(const char *workdir, char *err, size_t errlen);
+
+/* ka_sandbox_module() with the current directory as workdir (a module process is started
+ * in its folder); a failure ends the process (exit 125) after a line on stderr. */
 void ka_sandbox_lock_inherited(void);
+
+/* Sandboxes the process that is about to exec the C compiler (host backend), in the
+ * child after fork: not dumpable, Landlock with read access only to the system folders
+ * (compiler, headers, libraries; no /proc, /sys or /dev but /dev/null) and read-write
+ * only workdir (its sources and outputs), capabilities dropped, no_new_privs, the first
+ * seccomp stage unless inherited. So an `.incbin` or `#include` the checks missed finds
+ * nothing outside the workspace and the system folders. KA_OK or KA_ESYS with err. */
+int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen);
+
+/* Checks the assembly GCC generated for a module-mode submission (text, len bytes) for
+ * assembler directives that read files (.incbin, .include) or assemble other directives
+ * (.macro, .rept, .irp, .irpc, .altmacro, .purgem); case-insensitive, anywhere in the
+ * text. Returns 0 if none; otherwise the number found, with a malloc'd *log (caller
+ * frees) naming each directive and its line, never any file's content. Pure. */
+int ka_asm_check(const char *text, size_t len, char **log);
 
 /* The runner's step between building the baseline and building the candidate: checks
  * the includes of the candidate's editable sources (ka_include_check; the launch plan is

@@ -219,6 +219,11 @@ int main(int argc, char **argv) {
           st_name(res.status), e->expect, res.message ? res.message : "");
     int text_ok = !e->text || has_text(&res, e->text);
     if (e->text) CHECK(text_ok, "%s: the verdict or its logs say \"%s\"", e->name, e->text);
+    if (e->absent) {
+      CHECK(!has_text(&res, e->absent), "%s: the verdict and its logs do not say \"%s\"", e->name,
+            e->absent);
+      if (has_text(&res, e->absent)) text_ok = 0;
+    }
     if (!st_ok || !text_ok || argc == 4)
       printf("%s%s", res.compile_log ? res.compile_log : "",
              res.runtime_log ? res.runtime_log : "");

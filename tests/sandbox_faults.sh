@@ -7,8 +7,11 @@
 # a short deadline): includes of files outside the workspace, a fork bomb, processes
 # left behind that escape the process group, abort(), megabytes of output, probes of
 # files, network, signals and ptrace, a memory hog, an endless loop, each followed by an
-# honest submission on the same executor. Then the escape with seccomp turned off, where
-# the supervisor must kill and report what the submission left behind.
+# honest submission on the same executor; issue 16's: .incbin in asm (directly and pasted
+# by a gas macro), a compile that never ends, files left in /dev/shm. Then the escape
+# with seccomp turned off, where the supervisor must kill and report what the submission
+# left behind; then Landlock turned off (as on a kernel without it), where the assembly
+# check and the evaluation's private /dev/shm must still hold.
 # Checks each run's verdict and text (and a few run-specific logs) in the sqlite trace
 # store (docs/sandbox.md), and prints a table last.
 # usage: sandbox_faults.sh BIN_DIR SOURCE_DIR
@@ -79,7 +82,7 @@ while IFS="$TAB" read -r name file plan task backend imports timeout expect text
   make_variant "$task" "$imports" "$timeout"
 done <"$RUNS"
 make_variant host/gelu any 0 # the seccomp-off stack
-rm -f /tmp/ka-sandbox-escape.txt
+rm -f /tmp/ka-sandbox-escape.txt /dev/shm/ka-shm-persist-probe
 
 # start_stack NAME [ENV=VALUE...]: an envserver and a gpuexec in $WORK/NAME
 start_stack() {
@@ -129,6 +132,7 @@ q() { sqlite3 "$DB" "SELECT $1 FROM steps WHERE episode_id='$EP' AND step=$2"; }
 has() { q "$1" "$2" | grep -q -- "$3"; }
 hasnot() { ! q "$1" "$2" | grep -q -- "$3"; }
 has_any() { has message "$1" "$2" || has compile_log "$1" "$2" || has runtime_log "$1" "$2"; }
+nocontent() { ! { q compile_log "$1"; q runtime_log "$1"; } | grep -q 'root:'; } # step $1
 
 # extra checks of particular runs (step $2 of the current episode)
 extra_checks() {
@@ -152,6 +156,11 @@ extra_checks() {
       check "$n: no socket" has runtime_log "$k" 'probe socket AF_INET: Permission denied'
       check "$n: the parent cannot be killed" has runtime_log "$k" 'probe kill parent: Operation not permitted'
       check "$n: no file written outside the workdir" [ ! -e /tmp/ka-sandbox-escape.txt ] ;;
+    incbin_passwd | incbin_macro)
+      check "$n: no file content in the logs" nocontent "$k" ;;
+    shm_persist_1 | shm_persist_2)
+      check "$n: nothing of an earlier evaluation found" hasnot runtime_log "$k" 'found a file of an earlier evaluation'
+      check "$n: nothing left in the machine's /dev/shm" [ ! -e /dev/shm/ka-shm-persist-probe ] ;;
     memhog)
       gib=$(q runtime_log "$k" | sed -n 's/.*malloc failed after \([0-9]*\) GiB.*/\1/p' | head -1)
       check "$n: malloc refused at the address-space limit (after ${gib:-?} GiB, limit 8)" \
@@ -220,11 +229,16 @@ check "no evaluation process left under gpuexec" sh -c "! pgrep -P $GX_ON >/dev/
 # the submission left behind, setsid or not, and the verdict says so
 start_stack off KA_SANDBOX_SECCOMP=0
 GX_OFF=$GX
-episode off host/gelu_any tests/adversarial/host/escape.c tasks/host/gelu/baseline/gelu.c
+episode off host/gelu_any tests/adversarial/host/escape.c tasks/host/gelu/baseline/gelu.c \
+  tests/adversarial/host/prlimit_baseline.c
 check "off 1 escape: RUNTIME_ERROR" [ "$(q status 1)" = 4 ]
 check "off 1 the message counts the processes left behind" has message 1 'left 2 processes running'
 check "off 1 the log reports the kill" has runtime_log 1 'killed by the supervisor'
 check "off 2 honest submission afterwards: OK" [ "$(q status 2)" = 1 ]
+# without the seccomp lock, prlimit64 ends the baseline's module process: a baseline
+# failure after the candidate ran is the candidate's verdict, never INFRA_ERROR
+check "off 3 prlimit of the baseline (no seccomp): RUNTIME_ERROR" [ "$(q status 3)" = 4 ]
+check "off 3 the baseline's process was ended by the candidate" has runtime_log 3 'RLIMIT_AS, 1 MiB) = 0'
 check "off: gpuexec survived" kill -0 "$GX_OFF"
 check "off: no evaluation process left under gpuexec" sh -c "! pgrep -P $GX_OFF >/dev/null"
 left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')
@@ -232,6 +246,32 @@ left=$(ps -eo pid,ppid,stat,etime,comm | awk '$5 == "ka-escapee"')
 check "off: no ka-escapee process left" [ -z "$left" ]
 printf '%-20s %-22s %-15s %-15s %s\n' escape_seccomp_off host/gelu_any RUNTIME_ERROR \
   "$(status_name "$(q status 1)")" "$([ "$(q status 1)" = 4 ] && echo ok || echo MISMATCH)" >>"$TABLE"
+printf '%-20s %-22s %-15s %-15s %s\n' prlimit_seccomp_off host/gelu_any RUNTIME_ERROR \
+  "$(status_name "$(q status 3)")" "$([ "$(q status 3)" = 4 ] && echo ok || echo MISMATCH)" >>"$TABLE"
+
+# ---- 3. Landlock off (as on a kernel without it): the assembly check still refuses
+# .incbin, and /dev/shm is still private to each evaluation (a tmpfs in a mount
+# namespace of its own), so the second evaluation does not find the first one's file
+start_stack nolandlock KA_SANDBOX_LANDLOCK=0
+GX_NL=$GX
+episode nolandlock host/gelu_any tests/adversarial/host/incbin_passwd.c \
+  tests/adversarial/host/shm_persist.c tests/adversarial/host/shm_persist.c
+check "no Landlock 1 incbin: COMPILE_ERROR" [ "$(q status 1)" = 2 ]
+check "no Landlock 1 incbin: refused by the assembly check" has compile_log 1 'uses the directive .incbin'
+check "no Landlock 1 incbin: no file content in the logs" nocontent 1
+check "no Landlock 2 shm_persist: OK" [ "$(q status 2)" = 1 ]
+check "no Landlock 2 shm_persist: the file is made (in the evaluation's own /dev/shm)" \
+  has runtime_log 2 'shm_persist: create /dev/shm/ka-shm-persist-probe: done'
+check "no Landlock 3 shm_persist: OK" [ "$(q status 3)" = 1 ]
+check "no Landlock 3 shm_persist: the first evaluation's file is not there" \
+  has runtime_log 3 'shm_persist: open /dev/shm/ka-shm-persist-probe: No such file'
+check "no Landlock: nothing left in the machine's /dev/shm" [ ! -e /dev/shm/ka-shm-persist-probe ]
+check "no Landlock: gpuexec survived" kill -0 "$GX_NL"
+for k in 1 2 3; do
+  printf '%-20s %-22s %-15s %-15s %s\n' "nolandlock_$k" host/gelu_any \
+    "$([ $k = 1 ] && echo COMPILE_ERROR || echo OK)" "$(status_name "$(q status $k)")" \
+    "$([ "$(q status $k)" = "$([ $k = 1 ] && echo 2 || echo 1)" ] && echo ok || echo MISMATCH)" >>"$TABLE"
+done
 
 echo
 printf '%-20s %-22s %-15s %-15s %s\n' run task expected got ok

@@ -1,5 +1,6 @@
 /* Unit tests of the evaluation sandbox (gpuexec/sandbox.c): the include allowlist, the
- * supervisor's report, the seccomp and Landlock layers applied in child processes, and,
+ * supervisor's report, the seccomp and Landlock layers applied in child processes (the
+ * runner's, a module process's, the compiler's), the assembly check, and,
  * given the source tree, the import allow-list of module mode.
  * usage: sandbox_test [SOURCE_DIR] */
 #include <errno.h>
@@ -9,7 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/shm.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -239,6 +243,154 @@ static void test_layers(void) {
   ka_rmtree(wd);
 }
 
+/* In a child with no sandbox of its own (as the baseline's module process is started,
+ * before the runner enters the sandbox): ka_sandbox_module, then fork must stop it. */
+static int do_module_fork(const char *dir) {
+  char err[512];
+  if (ka_sandbox_module(dir, err, sizeof err) != KA_OK) return 100;
+  pid_t p = fork(); /* SIGSYS */
+  (void)p;
+  return 3;
+}
+
+/* What a module process may no longer do to other processes, and its files. Returns 0,
+ * or the number of the first check that failed. */
+static int do_module_calls(const char *dir) {
+  char err[512];
+  pid_t parent = getppid();
+  if (ka_sandbox_module(dir, err, sizeof err) != KA_OK) return 100;
+  struct rlimit lim = {1, 1};
+  if (!(prlimit(parent, RLIMIT_CPU, &lim, NULL) < 0 && errno == EPERM)) return 1;
+  struct rlimit own;
+  if (getrlimit(RLIMIT_NOFILE, &own) != 0 || setrlimit(RLIMIT_NOFILE, &own) != 0) return 2;
+  if (!(setpriority(PRIO_PROCESS, (id_t)parent, 19) < 0 && errno == EPERM)) return 3;
+  if (!(setpriority(PRIO_USER, 0, 19) < 0 && errno == EPERM)) return 4;
+  errno = 0;
+  int nice_now = getpriority(PRIO_PROCESS, 0);
+  if (errno || setpriority(PRIO_PROCESS, 0, nice_now < 19 ? nice_now + 1 : 19) != 0)
+    return 5; /* itself, lower priority: allowed (raising it needs CAP_SYS_NICE) */
+  cpu_set_t cs;
+  CPU_ZERO(&cs);
+  CPU_SET(0, &cs);
+  if (!(sched_setaffinity(parent, sizeof cs, &cs) < 0 && errno == EPERM)) return 6;
+  if (!(shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600) < 0 && errno == EPERM)) return 7;
+  if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) return 8;
+  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return 9;
+  if (ka_sandbox_landlock_abi() > 0) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/own.txt", dir);
+    int fd = open(p, O_WRONLY | O_CREAT, 0644);
+    if (fd < 0) return 10;
+    close(fd);
+    snprintf(p, sizeof p, "%s/../sibling/x.txt", dir);
+    if (!(open(p, O_WRONLY | O_CREAT, 0644) < 0 && errno == EACCES)) return 11;
+    if (!(open("/dev/shm/ka-sandbox-test-probe", O_WRONLY | O_CREAT, 0644) < 0 && errno == EACCES))
+      return 12;
+    if (!(open("/etc/passwd", O_RDONLY) < 0 && errno == EACCES)) return 13;
+    fd = open("/dev/null", O_WRONLY);
+    if (fd < 0) return 14;
+    close(fd);
+  }
+  return 0;
+}
+
+/* The compiler's sandbox: the system headers readable, its folder writable; /proc, /sys
+ * and /etc/passwd not; the C compiler still builds in it. */
+static int do_compiler(const char *dir) {
+  char err[512];
+  if (ka_sandbox_compiler(dir, err, sizeof err) != KA_OK) return 100;
+  if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) return 1;
+  if (ka_sandbox_landlock_abi() > 0) {
+    if (!(open("/proc/self/status", O_RDONLY) < 0 && errno == EACCES)) return 2;
+    if (!(open("/sys/kernel/mm", O_RDONLY) < 0 && errno == EACCES)) return 3;
+    if (!(open("/etc/passwd", O_RDONLY) < 0 && errno == EACCES)) return 4;
+    int fd = open("/usr/include/stdio.h", O_RDONLY);
+    if (fd < 0) return 5;
+    close(fd);
+  }
+  char src[600];
+  snprintf(src, sizeof src, "%s/k.c", dir);
+  const char *text = "#include <math.h>\nfloat f(float x) { return sqrtf(x); }\n";
+  if (ka_write_file(src, text, strlen(text))) return 6;
+  if (chdir(dir) != 0) return 7;
+  char *argv[] = {"cc", "-O2", "-fPIC", "-shared", "-o", "k.so", "k.c", "-lm", NULL};
+  pid_t p = fork();
+  if (p == 0) {
+    setenv("TMPDIR", dir, 1);
+    execvp(argv[0], argv);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(p, &st, 0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    fprintf(stderr, "cc in the compiler sandbox: status 0x%x\n", st);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 8;
+}
+
+static int run_plain(int (*fn)(const char *), const char *arg) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn(arg));
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return st;
+}
+
+static void test_module_and_compiler(void) {
+  char wd[] = "/tmp/ka-sandbox-test-XXXXXX";
+  if (!mkdtemp(wd)) {
+    CHECK(0, "mkdtemp");
+    return;
+  }
+  char mod[600], sib[600], cc[600];
+  snprintf(mod, sizeof mod, "%s/baseline", wd);
+  snprintf(sib, sizeof sib, "%s/sibling", wd);
+  snprintf(cc, sizeof cc, "%s/cc", wd);
+  mkdir(mod, 0700);
+  mkdir(sib, 0700);
+  mkdir(cc, 0700);
+  int st = run_plain(do_module_fork, mod);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS,
+        "a module process started outside the sandbox (the baseline's) locks itself: fork "
+        "stops it (SIGSYS)");
+  st = run_plain(do_module_calls, mod);
+  CHECK(
+      WIFEXITED(st) && WEXITSTATUS(st) == 0,
+      "module process: other processes' limits, priority, CPUs refused; System V shm refused; "
+      "not dumpable; only its own folder writable, no /dev/shm (first failed check: %d, 0 = none)",
+      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  CHECK(access("/dev/shm/ka-sandbox-test-probe", F_OK) != 0, "nothing was written to /dev/shm");
+  st = run_plain(do_compiler, cc);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "compiler sandbox: no /proc, /sys or /etc/passwd; headers readable; cc builds in it "
+        "(first failed check: %d, 0 = none)",
+        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  ka_rmtree(wd);
+}
+
+static void test_asm(void) {
+  struct {
+    const char *text;
+    int bad;
+  } cases[] = {
+      {"\t.text\n\t.globl f\nf:\n\tret\n\t.string \"incbin include\"\n", 0},
+      {"\t.incbin \"/etc/passwd\"\n", 1},
+      {"x: .INCBIN \"/etc/passwd\", 0, 64\n", 1},
+      {"\t.include \"/etc/passwd\"\n", 1},
+      {".macro m a\n .\\a \"f\"\n.endm\n", 1},
+      {"\t.rept 1000000\n\tnop\n\t.endr\n", 1},
+      {"\t.irpc c,ab\n\t.endr\n", 1},
+      {"nop; .altmacro\n", 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *log = NULL;
+    int bad = ka_asm_check(cases[i].text, strlen(cases[i].text), &log);
+    CHECK((bad > 0) == cases[i].bad &&
+              (!bad || (log && strstr(log, "asm check: ") && !strstr(log, "root:"))),
+          "asm check %zu -> %d refused", i, bad);
+    free(log);
+  }
+}
+
 /* Builds text into dir/name.so the way the host backend builds a candidate; 0 on success. */
 static int build_so(const char *dir, const char *name, const char *text, char *so, size_t solen) {
   char c[4096], cmd[8192];
@@ -372,6 +524,8 @@ int main(int argc, char **argv) {
   test_includes();
   test_report();
   test_layers();
+  test_module_and_compiler();
+  test_asm();
   /* with the source tree (ctest passes it): the import allow-list, which builds modules
    * with the C compiler and reads the host tasks */
   if (argc > 1) test_imports(argv[1]);

@@ -26,6 +26,7 @@ void adv_manifest_free(adv_manifest *m) {
     adv_run *r = &m->runs[i];
     free(r->name), free(r->file), free(r->plan), free(r->task), free(r->backend);
     free(r->harness), free(r->imports), free(r->expect), free(r->text), free(r->why);
+    free(r->absent);
   }
   free(m->runs);
   memset(m, 0, sizeof *m);
@@ -86,6 +87,7 @@ int adv_manifest_load(const char *path, adv_manifest *m, char *err, size_t errle
     r->imports = mf_dup(mf_scalar(&doc, it, "imports"));
     r->expect = mf_dup(mf_scalar(&doc, it, "expect"));
     r->text = mf_dup(mf_scalar(&doc, it, "text"));
+    r->absent = mf_dup(mf_scalar(&doc, it, "absent"));
     r->why = mf_dup(mf_scalar(&doc, it, "why"));
     const char *to = mf_scalar(&doc, it, "timeout_s");
     if (!r->imports) r->imports = strdup("task");

@@ -18,6 +18,7 @@ typedef struct adv_run {
   char *imports; /* task (default) or any */
   char *expect;  /* a status name, or two joined by '|' */
   char *text;    /* must occur in the verdict or its logs; NULL: nothing asked */
+  char *absent;  /* must not occur there (a leak the run reports); NULL: nothing asked */
   char *why;     /* description */
   int timeout_s; /* > 0: run on a copy of the task with this deadline; 0: the task's */
 } adv_run;
