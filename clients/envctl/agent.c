@@ -26,6 +26,7 @@
 #include <yaml.h>
 
 #include "agent.h"
+#include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
 
@@ -329,286 +330,6 @@ static void ec_proxy_stop(ec_proxy *p) {
   json_decref(p->records);
 }
 
-/* ------------------------------------------------------------------ the CLI process */
-
-typedef struct ec_proc_result {
-  int exit_code; /* -1: killed by a signal or timed out */
-  int timed_out;
-  int interrupted;
-  double wall_s;
-} ec_proc_result;
-
-/* Runs argv (PATH lookup) in ws, in a new process group, stdin from in_path, stdout and
- * stderr to files, with env (NULL-terminated "K=V" strings) added and KA_ADMIN_TOKEN
- * removed (the agent must not score itself on held-out cases); kills the whole group
- * when it exits, at timeout_s (SIGTERM, then SIGKILL after 2 s) or on interruption. */
-static int ec_run_cli(char *const argv[], const char *ws, char *const env[], const char *in_path,
-                      const char *out_path, const char *err_path, int timeout_s,
-                      ec_proc_result *res) {
-  memset(res, 0, sizeof *res);
-  /* the environment is built before fork: the child of a threaded process may only make
-   * async-signal-safe calls (`envctl run` runs episodes on several threads) */
-  extern char **environ;
-  size_t ne = 0, na = 0;
-  while (environ[ne]) ne++;
-  while (env[na]) na++;
-  char **envp = calloc(ne + na + 1, sizeof *envp);
-  if (!envp) return KA_ENOMEM;
-  size_t k = 0;
-  for (size_t i = 0; i < ne; i++) {
-    if (!strncmp(environ[i], "KA_ADMIN_TOKEN=", 15)) continue; /* never the agent's */
-    int replaced = 0;
-    for (size_t j = 0; j < na && !replaced; j++) {
-      size_t kl = strcspn(env[j], "=");
-      replaced = !strncmp(environ[i], env[j], kl + 1);
-    }
-    if (!replaced) envp[k++] = environ[i];
-  }
-  for (size_t j = 0; j < na; j++) envp[k++] = env[j];
-  envp[k] = NULL;
-  double t0 = ka_now_s();
-  pid_t pid = fork();
-  if (pid < 0) {
-    free(envp);
-    return KA_ESYS;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
-    if (chdir(ws) != 0) _exit(126);
-    int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
-    int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int er = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || out < 0 || er < 0) _exit(126);
-    dup2(in, 0), dup2(out, 1), dup2(er, 2);
-    execvpe(argv[0], argv, envp);
-    static const char msg[] =
-        "envctl agent: cannot run the agent CLI (not found or not executable)\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  free(envp);
-  double deadline = t0 + timeout_s, term_at = 0;
-  int st = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
-    double now = ka_now_s();
-    if (!term_at && (now > deadline || ec_agent_interrupted)) {
-      res->timed_out = now > deadline;
-      res->interrupted = !!ec_agent_interrupted;
-      kill(-pid, SIGTERM);
-      term_at = now;
-    } else if (term_at && now > term_at + 2) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      break;
-    }
-    usleep(20000);
-  }
-  kill(-pid, SIGKILL); /* whatever the agent left running in its group */
-  res->wall_s = ka_now_s() - t0;
-  res->exit_code = !term_at && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return KA_OK;
-}
-
-/* ------------------------------------------------------------------ transcripts */
-
-static void ec_add_int(json_t *o, const char *key, json_t *v) {
-  if (!json_is_integer(v)) return;
-  json_t *cur = json_object_get(o, key);
-  json_object_set_new(o, key, json_integer(json_integer_value(cur) + json_integer_value(v)));
-}
-
-/* Reads tokens and cost from a transcript: Claude Code / cursor-agent stream-json
- * (`result` events: total_cost_usd, usage, num_turns) and codex exec --json
- * (`turn.completed` events: usage). Fills usage (object) and returns the cost in USD,
- * or NAN when the transcript reports none. */
-static double ec_transcript_usage(const char *path, json_t *usage, json_t *agent) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NAN;
-  double cost = NAN;
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  int events = 0;
-  while ((n = getline(&line, &cap, f)) > 0) {
-    json_error_t je;
-    json_t *ev = json_loadb(line, (size_t)n, 0, &je);
-    if (!json_is_object(ev)) {
-      json_decref(ev);
-      continue;
-    }
-    events++;
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    if (!type) type = "";
-    if (!strcmp(type, "system") && json_is_string(json_object_get(ev, "model")))
-      json_object_set(agent, "model_reported", json_object_get(ev, "model"));
-    if (!strcmp(type, "result")) { /* Claude Code and cursor-agent: totals of the session */
-      json_t *u = json_object_get(ev, "usage");
-      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
-      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
-      ec_add_int(usage, "cache_read_input_tokens", json_object_get(u, "cache_read_input_tokens"));
-      ec_add_int(usage, "cache_creation_input_tokens",
-                 json_object_get(u, "cache_creation_input_tokens"));
-      json_t *c = json_object_get(ev, "total_cost_usd");
-      if (json_is_number(c)) cost = (isnan(cost) ? 0 : cost) + json_number_value(c);
-      if (json_is_integer(json_object_get(ev, "num_turns")))
-        json_object_set(agent, "num_turns", json_object_get(ev, "num_turns"));
-      json_object_set_new(agent, "result_is_error",
-                          json_boolean(json_is_true(json_object_get(ev, "is_error"))));
-      if (json_is_string(json_object_get(ev, "subtype")))
-        json_object_set(agent, "result_subtype", json_object_get(ev, "subtype"));
-    } else if (!strcmp(type, "turn.completed") || !strcmp(type, "turn.failed")) { /* codex */
-      json_t *u = json_object_get(ev, "usage");
-      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
-      ec_add_int(usage, "cached_input_tokens", json_object_get(u, "cached_input_tokens"));
-      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
-      if (!strcmp(type, "turn.failed")) json_object_set_new(agent, "result_is_error", json_true());
-    }
-    json_decref(ev);
-  }
-  free(line);
-  fclose(f);
-  json_object_set_new(agent, "transcript_events", json_integer(events));
-  return cost;
-}
-
-/* ------------------------------------------------------------------ adapters */
-
-static const char *ec_cfg_str(const json_t *cfg, const char *key, const char *dflt) {
-  const char *s = json_string_value(json_object_get(cfg, key));
-  return s && *s ? s : dflt;
-}
-
-static int ec_cfg_int(const json_t *cfg, const char *key, int dflt) {
-  json_t *v = json_object_get(cfg, key);
-  if (json_is_integer(v)) return (int)json_integer_value(v);
-  if (json_is_string(v)) return atoi(json_string_value(v));
-  return dflt;
-}
-
-static int ec_cfg_bool(const json_t *cfg, const char *key, int dflt) {
-  json_t *v = json_object_get(cfg, key);
-  if (json_is_boolean(v)) return json_is_true(v);
-  if (json_is_string(v)) return !strcmp(json_string_value(v), "true");
-  return dflt;
-}
-
-int ec_adapter_known(const char *name) {
-  static const char *const names[] = {"claude_code", "codex", "cursor", "command", "replay"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(name, names[i])) return 1;
-  return 0;
-}
-
-/* 1 if prog can be executed: a path with '/' as it is, else a name on dir (the agent's
- * first PATH entry: envctl's folder) or on $PATH, as execvp would find it. */
-static int ec_cli_found(const char *prog, const char *dir) {
-  if (strchr(prog, '/')) return access(prog, X_OK) == 0;
-  const char *path = getenv("PATH");
-  ka_sb all = {0};
-  ka_sb_printf(&all, "%s:%s", dir, path ? path : "/usr/bin:/bin");
-  int found = 0;
-  for (char *save = NULL, *d = strtok_r(all.s, ":", &save); d && !found;
-       d = strtok_r(NULL, ":", &save)) {
-    char p[PATH_MAX * 2];
-    snprintf(p, sizeof p, "%s/%s", *d ? d : ".", prog);
-    struct stat st;
-    found = stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
-  }
-  ka_sb_free(&all);
-  return found;
-}
-
-/* The agent settings docs/agents.md lists; any other key is a typo, refused. */
-static const char *const ec_agent_keys[] = {
-    "adapter",   "model",     "effort", "permission_mode", "sandbox",     "force",
-    "mcp",       "bin",       "args",   "command",         "replay",      "replay_episode",
-    "timeout_s", "max_steps", "reward", "final_eval",      "stream_json", NULL};
-
-int ec_adapter_check(const json_t *cfg, char *err, size_t errlen) {
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)cfg, key, val) {
-    int known = 0;
-    for (int i = 0; ec_agent_keys[i] && !known; i++) known = !strcmp(key, ec_agent_keys[i]);
-    if (!known)
-      return ka_seterr(err, errlen, KA_EINVAL,
-                       "unknown agent setting '%s' (adapter, model, effort, permission_mode, "
-                       "sandbox, force, mcp, bin, args, command, replay, replay_episode, "
-                       "timeout_s, max_steps, reward, final_eval, stream_json; docs/agents.md)",
-                       key);
-  }
-  /* whole positive numbers: "abc" or 0 must not become an agent killed at once */
-  static const char *const ints[] = {"timeout_s", "max_steps"};
-  for (int i = 0; i < 2; i++) {
-    json_t *v = json_object_get(cfg, ints[i]);
-    if (!v) continue;
-    long long n = 0;
-    char *end = NULL;
-    if (json_is_integer(v))
-      n = json_integer_value(v);
-    else if (json_is_string(v))
-      n = strtoll(json_string_value(v), &end, 10);
-    if (!(json_is_integer(v) || (json_is_string(v) && end && !*end && *json_string_value(v))) ||
-        n <= 0 || n > 1000000)
-      return ka_seterr(err, errlen, KA_EINVAL,
-                       "agent setting %s must be a whole number from 1 to 1000000", ints[i]);
-  }
-  json_t *cv = json_object_get(cfg, "command");
-  if (cv && !json_is_string(cv))
-    return ka_seterr(err, errlen, KA_EINVAL,
-                     "agent setting command must be a shell command (text); quote it in YAML, "
-                     "e.g. command: \"true\"");
-  const char *adapter = ec_cfg_str(cfg, "adapter", "command");
-  if (!ec_adapter_known(adapter))
-    return ka_seterr(err, errlen, KA_EINVAL,
-                     "unknown adapter '%s' (claude_code, codex, cursor, command, replay)", adapter);
-  if (!strcmp(adapter, "command")) {
-    const char *cmd = ec_cfg_str(cfg, "command", NULL);
-    if (!cmd || !*cmd)
-      return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
-    return KA_OK;
-  }
-  struct stat st;
-  if (!strcmp(adapter, "replay")) {
-    const char *src = ec_cfg_str(cfg, "replay", NULL);
-    if (!src || !*src)
-      return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
-    if (stat(src, &st) != 0)
-      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
-    if (S_ISDIR(st.st_mode)) {
-      char a[PATH_MAX + 16], b[PATH_MAX + 16];
-      snprintf(a, sizeof a, "%s/steps/1", src);
-      snprintf(b, sizeof b, "%s/1", src);
-      if (stat(a, &st) != 0 && stat(b, &st) != 0)
-        return ka_seterr(err, errlen, KA_ENOENT,
-                         "replay %s: no recorded steps (neither steps/1/ nor 1/ there)", src);
-    } else if (access(src, R_OK) != 0) {
-      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: %s", src, strerror(errno));
-    }
-    return KA_OK;
-  }
-  const char *bin = ec_cfg_str(cfg, "bin",
-                               !strcmp(adapter, "claude_code") ? "claude"
-                               : !strcmp(adapter, "codex")     ? "codex"
-                                                               : "cursor-agent");
-  char exe[PATH_MAX] = ".";
-  ka_exe_dir(exe, sizeof exe);
-  if (!ec_cli_found(bin, exe))
-    return ka_seterr(err, errlen, KA_ENOENT,
-                     "adapter %s: the agent CLI '%s' was not found on PATH (install it, or "
-                     "name it with bin: PATH)",
-                     adapter, bin);
-  return KA_OK;
-}
-
 int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen) {
   int wait_ms = timeout_s > 0 && timeout_s < 10 ? timeout_s * 1000 : 10000;
   char why[512];
@@ -621,194 +342,6 @@ int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, s
                      url, wait_ms / 1000);
   if (rc) return ka_seterr(err, errlen, rc, "cannot connect to %s: %s", url, why);
   return KA_OK;
-}
-
-typedef struct ec_argv {
-  char *v[96];
-  int n;
-} ec_argv;
-
-static void ec_argv_add(ec_argv *a, const char *s) {
-  if (a->n < 94) a->v[a->n++] = strdup(s);
-  a->v[a->n] = NULL;
-}
-
-static void ec_argv_free(ec_argv *a) {
-  for (int i = 0; i < a->n; i++) free(a->v[i]);
-  a->n = 0;
-}
-
-/* Builds the command line of a CLI adapter. The prompt goes on stdin for claude_code
- * (--mcp-config takes several values and would swallow a trailing prompt) and codex
- * (`-`), as the last argument for cursor-agent. */
-static int ec_adapter_argv(const char *adapter, const json_t *cfg, const char *ws,
-                           const char *prompt, const char *mcp_path, ec_argv *a, char *err,
-                           size_t errlen) {
-  const char *model = ec_cfg_str(cfg, "model", NULL), *effort = ec_cfg_str(cfg, "effort", NULL);
-  json_t *extra = json_object_get(cfg, "args");
-  if (!strcmp(adapter, "claude_code")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "claude"));
-    ec_argv_add(a, "--print");
-    ec_argv_add(a, "--output-format");
-    ec_argv_add(a, "stream-json");
-    ec_argv_add(a, "--verbose"); /* required by --print with stream-json */
-    ec_argv_add(a, "--permission-mode");
-    ec_argv_add(a, ec_cfg_str(cfg, "permission_mode", "bypassPermissions"));
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-    if (effort) ec_argv_add(a, "--effort"), ec_argv_add(a, effort);
-    if (mcp_path) ec_argv_add(a, "--mcp-config"), ec_argv_add(a, mcp_path);
-  } else if (!strcmp(adapter, "codex")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "codex"));
-    ec_argv_add(a, "exec");
-    ec_argv_add(a, "--json");
-    ec_argv_add(a, "--cd");
-    ec_argv_add(a, ws);
-    ec_argv_add(a, "--skip-git-repo-check");
-    ec_argv_add(a, "--sandbox");
-    ec_argv_add(a, ec_cfg_str(cfg, "sandbox", "workspace-write"));
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-    if (effort) {
-      char b[128];
-      snprintf(b, sizeof b, "model_reasoning_effort=\"%s\"", effort);
-      ec_argv_add(a, "-c"), ec_argv_add(a, b);
-    }
-  } else if (!strcmp(adapter, "cursor")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "cursor-agent"));
-    ec_argv_add(a, "--print");
-    ec_argv_add(a, "--output-format");
-    ec_argv_add(a, "stream-json");
-    if (ec_cfg_bool(cfg, "force", 1)) ec_argv_add(a, "--force");
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-  } else if (!strcmp(adapter, "command")) {
-    const char *cmd = ec_cfg_str(cfg, "command", NULL);
-    if (!cmd) return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
-    ec_argv_add(a, "/bin/sh");
-    ec_argv_add(a, "-c");
-    ec_argv_add(a, cmd);
-    return KA_OK;
-  } else {
-    return ka_seterr(err, errlen, KA_EINVAL, "unknown adapter '%s'", adapter);
-  }
-  size_t i;
-  json_t *v;
-  json_array_foreach(extra, i, v) if (json_is_string(v)) ec_argv_add(a, json_string_value(v));
-  if (!strcmp(adapter, "codex")) ec_argv_add(a, "-");
-  if (!strcmp(adapter, "cursor")) ec_argv_add(a, prompt);
-  return KA_OK;
-}
-
-/* {path: content} from "files" given as an object or as [{path, content}]; contents
- * that are not strings (base64 objects of binary files) are left out. */
-static json_t *ec_replay_files(const json_t *fl) {
-  json_t *files = json_object();
-  if (json_is_object(fl)) {
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)fl, k, v) if (json_is_string(v)) json_object_set(files, k, v);
-  } else if (json_is_array(fl)) {
-    size_t i;
-    json_t *v;
-    json_array_foreach(fl, i, v) {
-      const char *p = json_string_value(json_object_get(v, "path"));
-      json_t *c = json_object_get(v, "content");
-      if (p && json_is_string(c)) json_object_set(files, p, c);
-    }
-  }
-  return files;
-}
-
-/* Replay: the steps of a recorded episode, from a JSONL file (an `envctl export` episode
- * line with "steps"; or one object per line with "files": {path: content} or
- * [{path, content}]; lines without files are skipped) or a
- * folder of step folders (an episode folder of a run: steps/<n>/; or <dir>/<n>/). Each
- * is written into the workspace and submitted through the proxy like `envctl step`. */
-static int ec_replay(const json_t *cfg, ec_step_target *t, char *err, size_t errlen) {
-  const char *src = ec_cfg_str(cfg, "replay", NULL);
-  if (!src) return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
-  struct stat st;
-  if (stat(src, &st) != 0) return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
-  json_t *steps = json_array(); /* of {path: content} objects */
-  if (S_ISDIR(st.st_mode)) {
-    char base[PATH_MAX];
-    snprintf(base, sizeof base, "%s/steps", src);
-    if (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(base, sizeof base, "%s", src);
-    for (int n = 1; n <= 1000; n++) {
-      char d[PATH_MAX + 16];
-      snprintf(d, sizeof d, "%s/%d", base, n);
-      if (stat(d, &st) != 0) break;
-      json_t *files = json_object();
-      for (int i = 0; i < t->nfiles; i++) {
-        char f[PATH_MAX * 2];
-        snprintf(f, sizeof f, "%s/%s", d, t->files[i]);
-        char *buf;
-        size_t len;
-        if (ka_read_file(f, 0, &buf, &len) == KA_OK) {
-          json_object_set_new(files, t->files[i], json_stringn(buf, len));
-          free(buf);
-        }
-      }
-      json_array_append_new(steps, files);
-    }
-  } else {
-    FILE *f = fopen(src, "r");
-    int taken = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while (f && (n = getline(&line, &cap, f)) > 0) {
-      json_error_t je;
-      json_t *o = json_loadb(line, (size_t)n, 0, &je);
-      /* an episode line of `envctl export` ({"id", "steps": [{"files"}...]}): its steps,
-       * if it is the episode asked for (replay_episode) or the first one */
-      json_t *eps = json_object_get(o, "steps");
-      const char *want = ec_cfg_str(cfg, "replay_episode", NULL);
-      const char *id = json_string_value(json_object_get(o, "id"));
-      size_t k;
-      json_t *sv;
-      if (json_is_array(eps) && !taken && (!want || (id && !strcmp(want, id)))) {
-        json_array_foreach(eps, k, sv) {
-          json_t *files = ec_replay_files(json_object_get(sv, "files"));
-          if (json_object_size(files))
-            json_array_append_new(steps, files);
-          else
-            json_decref(files);
-        }
-        taken = 1;
-      }
-      json_t *files = ec_replay_files(json_object_get(o, "files"));
-      if (json_object_size(files))
-        json_array_append_new(steps, files);
-      else
-        json_decref(files);
-      json_decref(o);
-    }
-    free(line);
-    if (f) fclose(f);
-  }
-  if (json_array_size(steps) == 0) {
-    json_decref(steps);
-    return ka_seterr(err, errlen, KA_EINVAL, "replay %s: no recorded steps with files", src);
-  }
-  size_t i;
-  json_t *files;
-  int rc = KA_OK;
-  json_array_foreach(steps, i, files) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(files, k, v) {
-      char f[PATH_MAX * 2];
-      if (!ka_path_is_safe(k)) continue;
-      snprintf(f, sizeof f, "%s/%s", t->workspace, k);
-      ka_write_file(f, json_string_value(v), json_string_length(v));
-    }
-    json_t *r;
-    if ((rc = ec_step_submit(t, &r, err, errlen))) break;
-    int done = json_is_true(json_object_get(r, "truncated"));
-    json_decref(r);
-    if (done || ec_agent_interrupted) break;
-  }
-  json_decref(steps);
-  return rc;
 }
 
 /* ------------------------------------------------------------------ held-out scoring */
@@ -964,14 +497,25 @@ static void ec_score(json_t *res, json_t *steps, int best) {
   json_object_set_new(res, "best_reward", json_real(bestr));
 }
 
+/* The submit callback of adapters that play steps themselves (ka_adapter_ops.play):
+ * one step of the workspace, through the step proxy. ctx is the ec_step_target. */
+static int ec_play_submit(void *ctx, int *done, char *err, size_t errlen) {
+  json_t *r;
+  int rc = ec_step_submit(ctx, &r, err, errlen);
+  if (rc) return rc;
+  *done = json_is_true(json_object_get(r, "truncated"));
+  json_decref(r);
+  return KA_OK;
+}
+
 json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
   char err[1024] = "";
-  const char *adapter = ec_cfg_str(agent_cfg, "adapter", "command");
+  const char *adapter = ka_cfg_str(agent_cfg, "adapter", "command");
   /* the run's (or the command line's) reward mode wins over the agent config's */
-  int best = !strcmp(rq->reward ? rq->reward : ec_cfg_str(agent_cfg, "reward", "last"), "best");
-  int timeout_s = ec_cfg_int(agent_cfg, "timeout_s", 1800);
-  int max_steps = rq->max_steps > 0 ? rq->max_steps : ec_cfg_int(agent_cfg, "max_steps", 20);
-  const char *final_eval = ec_cfg_str(agent_cfg, "final_eval", "if_changed");
+  int best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
+  int timeout_s = ka_cfg_int(agent_cfg, "timeout_s", 1800);
+  int max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
+  const char *final_eval = ka_cfg_str(agent_cfg, "final_eval", "if_changed");
   double started = ka_wall_s();
   json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
                           "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
@@ -981,7 +525,7 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   json_t *steps = NULL;
   ka_mkdirs(rq->out_dir);
   /* a config that cannot run fails here, before Reset: no episode on the server */
-  if (ec_adapter_check(agent_cfg, err, sizeof err)) goto fail;
+  if (ka_adapter_check(agent_cfg, err, sizeof err)) goto fail;
   /* reset */
   char steps_buf[32];
   snprintf(steps_buf, sizeof steps_buf, "%d", max_steps);
@@ -1070,9 +614,11 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   json_t *usage = json_object();
   char cli_err[PATH_MAX + 128] = "";
   double cost = NAN;
-  if (!strcmp(adapter, "replay")) {
+  const ka_adapter_ops *ad = ka_adapter_find(adapter); /* known: checked above */
+  if (ad->play) {
     double t0 = ka_now_s();
-    if (ec_replay(agent_cfg, &tgt, err, sizeof err))
+    if (ad->play(agent_cfg, tgt.workspace, tgt.files, tgt.nfiles, ec_play_submit, &tgt,
+                 &ec_agent_interrupted, err, sizeof err))
       json_object_set_new(agent, "error", json_string(err));
     err[0] = 0;
     json_object_set_new(agent, "wall_s", json_real(ka_now_s() - t0));
@@ -1081,7 +627,7 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   } else {
     char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
     ka_exe_dir(exe, sizeof exe);
-    if (ec_cfg_bool(agent_cfg, "mcp", 0)) {
+    if (ka_cfg_bool(agent_cfg, "mcp", 0)) {
       snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", rq->out_dir);
       char envctl_path[PATH_MAX + 16];
       snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
@@ -1092,9 +638,10 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
       json_dump_file(m, mcp_path, JSON_INDENT(2));
       json_decref(m);
     }
-    ec_argv av = {0};
-    if (ec_adapter_argv(adapter, agent_cfg, ws, obs->prompt, mcp_path[0] ? mcp_path : NULL, &av,
-                        err, sizeof err)) {
+    ka_argv av = {0};
+    ka_agent_ctx actx = {
+        .workspace = ws, .prompt = obs->prompt, .mcp_config = mcp_path[0] ? mcp_path : NULL};
+    if (ad->argv(agent_cfg, &actx, &av, err, sizeof err)) {
       ec_step_target_free(&tgt);
       ec_proxy_stop(&px);
       ka_sb_free(&files_env);
@@ -1115,22 +662,29 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
     snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
     sprintf(e_prompt, "KA_PROMPT=%s", obs->prompt);
     char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
-    const char *tname = !strcmp(adapter, "command") && !ec_cfg_bool(agent_cfg, "stream_json", 0)
-                            ? "transcript.txt"
-                            : "transcript.jsonl";
+    const char *tname = ad->transcript ? ad->transcript(agent_cfg) : "transcript.jsonl";
     char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
     snprintf(tpath, sizeof tpath, "%s/%s", rq->out_dir, tname);
     snprintf(epath, sizeof epath, "%s/agent.stderr", rq->out_dir);
     json_t *cmdline = json_array();
     for (int i = 0; i < av.n; i++)
       json_array_append_new(
-          cmdline, json_string(i == av.n - 1 && !strcmp(adapter, "cursor") ? "<prompt>" : av.v[i]));
+          cmdline, json_string(i == av.n - 1 && ad->prompt_last_arg ? "<prompt>" : av.v[i]));
     json_object_set_new(agent, "argv", cmdline);
-    ec_proc_result pr;
+    ka_agent_proc proc = {.argv = av.v,
+                          .cwd = ws,
+                          .env = env,
+                          .stdin_path = prompt_path,
+                          .stdout_path = tpath,
+                          .stderr_path = epath,
+                          .timeout_s = timeout_s,
+                          .grace_s = 2,
+                          .interrupted = &ec_agent_interrupted};
+    ka_agent_proc_result pr;
     px.t0 = ka_now_s();
-    int rc = ec_run_cli(av.v, ws, env, prompt_path, tpath, epath, timeout_s, &pr);
+    int rc = ka_agent_run(&proc, &pr);
     free(e_prompt);
-    ec_argv_free(&av);
+    ka_argv_free(&av);
     if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
     json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
     json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
@@ -1139,7 +693,7 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
     json_object_set_new(agent, "timeout_s", json_integer(timeout_s));
     json_object_set_new(agent, "transcript", json_string(tname));
     json_object_set_new(agent, "stderr", json_string("agent.stderr"));
-    cost = ec_transcript_usage(tpath, usage, agent);
+    cost = ka_transcript_usage(tpath, usage, agent);
     if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
       snprintf(cli_err, sizeof cli_err, "the agent CLI could not be started (exit %d; see %s)",
                pr.exit_code, epath);
@@ -1150,7 +704,7 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
     usleep(20000);
   /* the final workspace, if the agent changed it after its last step */
   int final_done = 0;
-  if (!ec_agent_interrupted && !cli_err[0] && strcmp(adapter, "replay") && px.steps < max_steps &&
+  if (!ec_agent_interrupted && !cli_err[0] && ad->final_eval && px.steps < max_steps &&
       (!strcmp(final_eval, "always") || (!strcmp(final_eval, "if_changed") &&
                                          ec_workspace_changed(ws, rq->out_dir, px.steps, &tgt)))) {
     atomic_store(&px.stop, 1); /* marks the step as the adapter's; the proxy keeps serving */
@@ -1417,7 +971,7 @@ int ec_agent_main(int argc, char **argv) {
     goto out;
   }
   /* before any request and before --out is made: nothing is recorded */
-  if (ec_adapter_check(cfg, err, sizeof err)) {
+  if (ka_adapter_check(cfg, err, sizeof err)) {
     fprintf(stderr, "envctl agent: %s\n", err);
     goto out;
   }
@@ -1472,7 +1026,7 @@ int ec_agent_main(int argc, char **argv) {
            json_string_value(json_object_get(res, "episode_id"))
                ? json_string_value(json_object_get(res, "episode_id"))
                : "-",
-           rq.task, ec_cfg_str(cfg, "adapter", "command"), st,
+           rq.task, ka_cfg_str(cfg, "adapter", "command"), st,
            (int)json_integer_value(json_object_get(res, "n_steps")),
            json_integer_value(json_object_get(res, "n_steps")) == 1 ? "" : "s",
            json_number_value(json_object_get(res, "reward")),

@@ -102,17 +102,6 @@ char *ec_admin_token_load(const char *file, char *err, size_t errlen);
  * config that ec_adapter_check refuses is recorded so before any Reset is sent. */
 json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq);
 
-/* 1 if name is an adapter: claude_code, codex, cursor, command, replay. */
-int ec_adapter_known(const char *name);
-
-/* Checks an agent config before anything is asked of a server, so that a config that
- * cannot run records no episode: the adapter is known (default command); command has
- * a non-empty command; replay names an existing file, or a folder with steps/1/ or 1/;
- * claude_code, codex and cursor find their CLI (bin, default claude, codex,
- * cursor-agent) as a path or on envctl's folder or $PATH. Returns KA_OK, or KA_EINVAL /
- * KA_ENOENT with the reason in err. Reads the file system only; thread-safe. */
-int ec_adapter_check(const json_t *cfg, char *err, size_t errlen);
-
 /* Opens a client on url and waits for the server to answer Health, up to timeout_s
  * seconds but at most 10 s (a server that does not answer a Health request within 10 s
  * is not up), so that a wrong or dead --server fails at once with the address and a

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
 
@@ -333,17 +334,15 @@ int ec_run_main(int argc, char **argv) {
     }
     json_t *agent = json_object_get(cfg, "agent");
     const char *ad = json_string_value(json_object_get(agent, "adapter"));
-    if (!json_is_object(agent) || !ad || !ec_adapter_known(ad)) {
-      fprintf(stderr,
-              "envctl run: %s: agent.adapter must be one of claude_code, codex, cursor, "
-              "command, replay\n",
-              config);
+    if (!json_is_object(agent) || !ad || !ka_adapter_find(ad)) {
+      fprintf(stderr, "envctl run: %s: agent.adapter must be one of %s\n", config,
+              ka_adapter_names());
       json_decref(cfg);
       return 2;
     }
     /* an agent that cannot run (no command, no recording, CLI not installed) is refused
      * before the run folder exists, not recorded as every episode failing */
-    if (ec_adapter_check(agent, err, sizeof err)) {
+    if (ka_adapter_check(agent, err, sizeof err)) {
       fprintf(stderr, "envctl run: %s: agent: %s\n", config, err);
       json_decref(cfg);
       return 2;
@@ -401,7 +400,7 @@ int ec_run_main(int argc, char **argv) {
       fprintf(stderr, "envctl run: --resume %s: no run folder with run.json at %s\n", resume, dir);
       return 2;
     }
-    if (ec_adapter_check(json_object_get(cfg, "agent"), err, sizeof err)) {
+    if (ka_adapter_check(json_object_get(cfg, "agent"), err, sizeof err)) {
       fprintf(stderr, "envctl run: --resume %s: agent: %s\n", resume, err);
       json_decref(cfg);
       return 2;
