@@ -25,7 +25,7 @@ typedef struct ec_step_target {
   char *files[EC_MAX_FILES]; /* editable file names (owned) */
   int nfiles;
   int step;      /* steps taken, as far as this workspace knows */
-  int timeout_s; /* per Step request; default 900 */
+  int timeout_s; /* per Step request; default KA_OPT_REQUEST_TIMEOUT_S */
 } ec_step_target;
 
 /* Resolves the target of `envctl step`: each of server / episode comes from the
@@ -102,31 +102,13 @@ char *ec_admin_token_load(const char *file, char *err, size_t errlen);
  * config that ec_adapter_check refuses is recorded so before any Reset is sent. */
 json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq);
 
-/* Opens a client on url and waits for the server to answer Health, up to timeout_s
- * seconds but at most 10 s (a server that does not answer a Health request within 10 s
- * is not up), so that a wrong or dead --server fails at once with the address and a
- * hint instead of a request timing out later. Returns KA_OK with *out (caller closes),
- * else KA_ETIMEDOUT, KA_EINVAL (bad URL) or KA_ENOMEM with the reason in err; nothing is
- * left open then. */
-int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen);
-
 /* Sets KEY=VALUE in a config object; integers and true/false are typed. KA_EINVAL if
  * there is no '='. */
 int ec_cfg_set(json_t *cfg, const char *kv);
-
-/* The task folder: given, else ./tasks, else the source tree's tasks/ beside the
- * executable's build folder. May return buf. */
-const char *ec_find_tasks_dir(const char *given, char *buf, size_t len);
 
 /* SIGINT/SIGTERM set ec_agent_interrupted (agents are then stopped, episodes closed and
  * recorded as interrupted); SIGPIPE is ignored. */
 void ec_agent_install_signals(void);
 extern volatile sig_atomic_t ec_agent_interrupted;
-
-/* Sub-command entry points: argv[0] is the command name; return the exit code. */
-int ec_step_main(int argc, char **argv);
-int ec_mcp_main(int argc, char **argv);
-int ec_agent_main(int argc, char **argv);
-int ec_run_main(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@
 #include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 typedef struct ec_run {
   const char *dir; /* runs/<RUN>, absolute */
@@ -256,7 +257,7 @@ static json_t *ec_run_summary(const ec_run *r) {
                    nlog ? json_real(exp(lsum / nlog)) : json_null(), "tasks", tasks);
 }
 
-int ec_run_main(int argc, char **argv) {
+int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {{"config", required_argument, 0, 'c'},
                                        {"resume", required_argument, 0, 'R'},
                                        {"runs-dir", required_argument, 0, 'd'},
@@ -271,7 +272,7 @@ int ec_run_main(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   const char *config = NULL, *resume = NULL, *runs_dir = "runs", *token_file = NULL;
   char *token = NULL;
-  int jobs = 0, c, timeout_s = 900;
+  int jobs = 0, c, timeout_s = KA_OPT_REQUEST_TIMEOUT_S;
   ec_opts o = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -286,7 +287,7 @@ int ec_run_main(int argc, char **argv) {
         runs_dir = optarg;
         break;
       case 'j':
-        jobs = atoi(optarg);
+        if (ka_opt_int("envctl run", "jobs", optarg, 1, 64, &jobs)) return 2;
         break;
       case 's':
         o.server = optarg;
@@ -298,7 +299,7 @@ int ec_run_main(int argc, char **argv) {
         o.backends = optarg;
         break;
       case 'o':
-        timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
+        if (ka_opt_timeout_s("envctl run", "timeout", optarg, &timeout_s)) return 2;
         break;
       case 'A':
         token_file = optarg;
@@ -408,7 +409,7 @@ int ec_run_main(int argc, char **argv) {
   }
 
   char tbuf[PATH_MAX];
-  o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
+  o.tasks = ka_tasks_dir(o.tasks, tbuf, sizeof tbuf);
   ec_agent_install_signals();
   ec_embedded emb = {0};
   const char *url = o.server;

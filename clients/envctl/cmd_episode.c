@@ -1,4 +1,5 @@
-/* `envctl episode`: reset, let the agent act, step, print, repeat. */
+/* envctl episode --task ID [--agent baseline|command:CMD|files:DIR]: reset, let the agent
+ * act, step, print, repeat. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -160,7 +161,7 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
   fflush(stdout);
 }
 
-int ec_episode(ka_client *c, const ec_opts *o) {
+static int ec_episode(ka_client *c, const ec_opts *o) {
   char err[1024];
   int timeout_ms = o->timeout_s * 1000;
   if (!strncmp(o->agent, "files:", 6)) {
@@ -315,4 +316,15 @@ int ec_episode(ka_client *c, const ec_opts *o) {
     printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
   ka_client_free_response(rr);
   return exit_code;
+}
+
+int cmd_episode(int argc, char **argv) {
+  ec_opts o;
+  int rc = ec_opts_parse(argc, argv, &o);
+  if (rc >= 0) return rc;
+  if (!o.task) {
+    fprintf(stderr, "envctl: episode needs --task ID (see `envctl tasks`)\n");
+    return 2;
+  }
+  return ec_with_server(&o, ec_episode);
 }
