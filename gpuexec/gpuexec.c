@@ -21,6 +21,7 @@
 
 #include "gpuexec.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 #define GX_POLL_WAIT_MS 5000
 #define GX_HEARTBEAT_S                                      \
@@ -330,15 +331,9 @@ int main(int argc, char **argv) {
       case 'v':
         verbose = 1;
         break;
-      case 'H': {
-        char *end;
-        hb_interval = strtod(optarg, &end);
-        if (*end || end == optarg || !(hb_interval >= 0 && hb_interval <= 3600)) {
-          fprintf(stderr, "gpuexec: --heartbeat-interval must be 0 to 3600 seconds\n");
-          return 2;
-        }
+      case 'H':
+        if (ka_opt_double("gpuexec", "heartbeat-interval", optarg, 0, 3600, &hb_interval)) return 2;
         break;
-      }
       case 'h':
         gx_usage(stdout);
         return 0;
