@@ -719,15 +719,8 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   json_object_set_new(res, "agent", agent);
   if (cli_err[0]) snprintf(err, sizeof err, "%s", cli_err);
 
-close:;
-  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
-  cl.episode_id = reset->episode_id;
-  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
-  creq.close = &cl;
-  Kernelarena__V1__Response *cr;
-  char e2[256];
-  if (ka_client_call(c, &creq, 30000, &cr, e2, sizeof e2) == KA_OK) ka_client_free_response(cr);
+close:
+  ec_close_episode(c, reset->episode_id, 30000);
   ka_client_free_response(rr);
 fail:
   if (!steps) steps = json_array();

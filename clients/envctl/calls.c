@@ -14,6 +14,17 @@ int ec_print_error(const char *what, const Kernelarena__V1__Response *r) {
   return 1;
 }
 
+void ec_close_episode(ka_client *c, const char *id, int timeout_ms) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
+  cl.episode_id = (char *)id;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
+  req.close = &cl;
+  Kernelarena__V1__Response *r;
+  char err[256];
+  if (ka_client_call(c, &req, timeout_ms, &r, err, sizeof err) == KA_OK) ka_client_free_response(r);
+}
+
 int ec_get_episode(ka_client *c, const char *id, int omit_files, int timeout_ms,
                    Kernelarena__V1__Response **out) {
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;

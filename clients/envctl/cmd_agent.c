@@ -71,6 +71,7 @@ int cmd_agent(int argc, char **argv) {
   int c, rc = 2;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (ec_opts_common(c, optarg, &o)) continue;
     switch (c) {
       case 't':
         rq.task = optarg;
@@ -111,15 +112,6 @@ int cmd_agent(int argc, char **argv) {
       case 'r':
         rq.reward = optarg;
         break;
-      case 's':
-        o.server = optarg;
-        break;
-      case 'T':
-        o.tasks = optarg;
-        break;
-      case 'b':
-        o.backends = optarg;
-        break;
       case 'o':
         if (ka_opt_timeout_s("envctl agent", "timeout", optarg, &rq.timeout_s)) goto out;
         break;
@@ -128,9 +120,6 @@ int cmd_agent(int argc, char **argv) {
         break;
       case 'A':
         token_file = optarg;
-        break;
-      case 'v':
-        o.verbose = 1;
         break;
       case 'h':
         printf(

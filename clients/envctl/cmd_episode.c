@@ -303,15 +303,7 @@ static int ec_episode(ka_client *c, const ec_opts *o) {
     ka_client_free_response(sr);
     if (done) break;
   }
-  /* close */
-  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
-  cl.episode_id = reset->episode_id;
-  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
-  creq.close = &cl;
-  Kernelarena__V1__Response *cr;
-  if (ka_client_call(c, &creq, timeout_ms, &cr, err, sizeof err) == KA_OK)
-    ka_client_free_response(cr);
+  ec_close_episode(c, reset->episode_id, timeout_ms);
   if (exit_code == 0)
     printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
   ka_client_free_response(rr);

@@ -276,6 +276,7 @@ int cmd_run(int argc, char **argv) {
   ec_opts o = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (ec_opts_common(c, optarg, &o)) continue;
     switch (c) {
       case 'c':
         config = optarg;
@@ -289,23 +290,11 @@ int cmd_run(int argc, char **argv) {
       case 'j':
         if (ka_opt_int("envctl run", "jobs", optarg, 1, 64, &jobs)) return 2;
         break;
-      case 's':
-        o.server = optarg;
-        break;
-      case 'T':
-        o.tasks = optarg;
-        break;
-      case 'b':
-        o.backends = optarg;
-        break;
       case 'o':
         if (ka_opt_timeout_s("envctl run", "timeout", optarg, &timeout_s)) return 2;
         break;
       case 'A':
         token_file = optarg;
-        break;
-      case 'v':
-        o.verbose = 1;
         break;
       case 'h':
         printf(

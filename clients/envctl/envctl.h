@@ -44,6 +44,15 @@ int cmd_report(int argc, char **argv);
 /* `envctl --help`'s text, to f. */
 void ec_usage(FILE *f);
 
+/* Takes an option that every command with a server shares, by its getopt code: --server
+ * ('s'), --tasks ('T'), --backends ('b'), --verbose ('v'), into o. Returns 1 when c was
+ * one of them, else 0. */
+int ec_opts_common(int c, const char *arg, ec_opts *o);
+
+/* Closes episode id (Close; idempotent), waiting up to timeout_ms; a failure is
+ * ignored (the server's idle TTL closes it then). */
+void ec_close_episode(ka_client *c, const char *id, int timeout_ms);
+
 /* Parses the options of tasks, health and episode (opts.c): --server, --tasks (the
  * default from ka_tasks_dir), --backends, --task, --agent, --max-steps, --seed,
  * --workspace, --timeout, --agent-timeout, --verbose, --help. Returns -1 when the

@@ -12,6 +12,25 @@
 
 void ec_usage(FILE *f);
 
+int ec_opts_common(int c, const char *arg, ec_opts *o) {
+  switch (c) {
+    case 's':
+      o->server = arg;
+      return 1;
+    case 'T':
+      o->tasks = arg;
+      return 1;
+    case 'b':
+      o->backends = arg;
+      return 1;
+    case 'v':
+      o->verbose = 1;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 int ec_opts_parse(int argc, char **argv, ec_opts *o) {
   static const struct option opts[] = {{"server", required_argument, 0, 's'},
                                        {"tasks", required_argument, 0, 'T'},
@@ -33,16 +52,8 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (ec_opts_common(c, optarg, o)) continue;
     switch (c) {
-      case 's':
-        o->server = optarg;
-        break;
-      case 'T':
-        o->tasks = optarg;
-        break;
-      case 'b':
-        o->backends = optarg;
-        break;
       case 't':
         o->task = optarg;
         break;
@@ -51,9 +62,6 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
         break;
       case 'w':
         o->workspace = optarg;
-        break;
-      case 'v':
-        o->verbose = 1;
         break;
       case 'n':
         if (ka_opt_int("envctl", "max-steps", optarg, 1, INT_MAX, &o->max_steps)) return 2;
