@@ -494,25 +494,10 @@ static int ec_play_submit(void *ctx, int *done, char *err, size_t errlen) {
   return KA_OK;
 }
 
-json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
-  char err[1024] = "";
-  const char *adapter = ka_cfg_str(agent_cfg, "adapter", "command");
-  /* the run's (or the command line's) reward mode wins over the agent config's */
-  int best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
-  int timeout_s = ka_cfg_int(agent_cfg, "timeout_s", 1800);
-  int max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
-  const char *final_eval = ka_cfg_str(agent_cfg, "final_eval", "if_changed");
-  double started = ka_wall_s();
-  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
-                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
-                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
-                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
-                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
-  json_t *steps = NULL;
-  ka_mkdirs(rq->out_dir);
-  /* a config that cannot run fails here, before Reset: no episode on the server */
-  if (ka_adapter_check(agent_cfg, err, sizeof err)) goto fail;
-  /* reset */
+/* Resets the episode of rq with options max_steps, run and label. Returns KA_OK with
+ * *rr (a Reset response; caller frees), or an error with the reason in err. */
+static int ec_agent_reset(ka_client *c, const ec_episode_req *rq, int max_steps,
+                          Kernelarena__V1__Response **rr, char *err, size_t errlen) {
   char steps_buf[32];
   snprintf(steps_buf, sizeof steps_buf, "%d", max_steps);
   Kernelarena__V1__ResetRequest__OptionsEntry opt[3], *optp[3];
@@ -534,17 +519,171 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
   req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
   req.reset = &rs;
-  Kernelarena__V1__Response *rr;
-  if (ka_client_call(c, &req, rq->timeout_s * 1000, &rr, err, sizeof err)) goto fail;
-  if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
-    snprintf(err, sizeof err, "reset: %s: %s",
-             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR
-                 ? ka_error_code_name(rr->error->code)
-                 : "unexpected response",
-             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? rr->error->message : "");
-    ka_client_free_response(rr);
-    goto fail;
+  int rc = ka_client_call(c, &req, rq->timeout_s * 1000, rr, err, errlen);
+  if (rc) return rc;
+  Kernelarena__V1__Response *r = *rr;
+  if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET) return KA_OK;
+  int is_err = r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR;
+  ka_seterr(err, errlen, KA_ESTATE, "reset: %s: %s",
+            is_err ? ka_error_code_name(r->error->code) : "unexpected response",
+            is_err ? r->error->message : "");
+  ka_client_free_response(r);
+  *rr = NULL;
+  return KA_ESTATE;
+}
+
+/* Copies the files of recorded step `step` (out_dir/steps/<step>/) to out_dir/final/. */
+static void ec_copy_final(const char *out_dir, int step) {
+  char from[PATH_MAX + 32], to[PATH_MAX + 32];
+  snprintf(from, sizeof from, "%s/steps/%d", out_dir, step);
+  snprintf(to, sizeof to, "%s/final", out_dir);
+  DIR *d = opendir(from);
+  struct dirent *de;
+  ka_mkdirs(to);
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    char a[PATH_MAX * 2], b[PATH_MAX * 2];
+    snprintf(a, sizeof a, "%s/%s", from, de->d_name);
+    snprintf(b, sizeof b, "%s/%s", to, de->d_name);
+    char *x;
+    size_t lx;
+    if (ka_read_file(a, 0, &x, &lx) == KA_OK) ka_write_file(b, x, lx), free(x);
   }
+  if (d) closedir(d);
+}
+
+/* episode.json's held_out record for the scored step of res (new reference): skipped
+ * without a step or after an interruption, an error without an admin token, else
+ * ec_held_out_score's. */
+static json_t *ec_held_out_record(ka_client *c, const json_t *res, const ec_episode_req *rq) {
+  json_t *ss = json_object_get(res, "scored_step");
+  if (!json_is_integer(ss))
+    return json_pack("{s:s, s:s}", "status", "skipped", "reason", "no final kernel (no step)");
+  if (ec_agent_interrupted)
+    return json_pack("{s:s, s:s}", "status", "skipped", "reason", "interrupted");
+  if (!rq->admin_token)
+    return json_pack("{s:s, s:s}", "status", "error", "error",
+                     "no admin token (give --admin-token-file or set KA_ADMIN_TOKEN when "
+                     "using --server)");
+  return ec_held_out_score(c, json_string_value(json_object_get(res, "episode_id")),
+                           (int)json_integer_value(ss), rq->admin_token, rq->timeout_s);
+}
+
+/* What ec_agent_cli starts the agent's CLI with. */
+typedef struct ec_cli_run {
+  const ka_adapter_ops *ad;
+  const json_t *cfg;       /* the agent config */
+  const char *ws;          /* the workspace */
+  const char *prompt;      /* the task prompt */
+  const char *prompt_path; /* the workspace's prompt.md: the CLI's stdin */
+  const char *episode;
+  const char *task;
+  const char *files;   /* the editable files, space-separated (KA_FILES) */
+  const char *out_dir; /* the episode folder: transcript, agent.stderr, mcp.json */
+  int timeout_s;       /* the agent's time limit */
+  ec_proxy *px;        /* the step proxy (its address is the agent's KA_SERVER) */
+} ec_cli_run;
+
+/* Runs the CLI of adapter r->ad in the workspace through the agents' process runner:
+ * the MCP config when the config asks for it, the command line (recorded in agent.argv,
+ * a prompt argument as "<prompt>"), the agent's environment (KA_SERVER = the proxy,
+ * KA_EPISODE, KA_WORKSPACE, KA_PROMPT_FILE, KA_TASK, KA_FILES, KA_PROMPT, envctl's folder
+ * first on PATH), then the result into agent (exit_code, timed_out, interrupted, wall_s,
+ * timeout_s, transcript, stderr) and the transcript's tokens into usage and *cost. A CLI
+ * that could not be started is said in cli_err. Returns KA_OK, or KA_EINVAL when the
+ * command line cannot be built (reason in err; nothing started). */
+static int ec_agent_cli(const ec_cli_run *r, json_t *agent, json_t *usage, double *cost,
+                        char *cli_err, size_t cli_errlen, char *err, size_t errlen) {
+  char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
+  ka_exe_dir(exe, sizeof exe);
+  if (ka_cfg_bool(r->cfg, "mcp", 0)) {
+    snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", r->out_dir);
+    char envctl_path[PATH_MAX + 16];
+    snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
+    json_t *m =
+        json_pack("{s:{s:{s:s, s:s, s:[s, s, s], s:{s:s, s:s}}}}", "mcpServers", "kernelarena",
+                  "type", "stdio", "command", envctl_path, "args", "mcp", "--workspace", r->ws,
+                  "env", "KA_SERVER", r->px->url, "KA_EPISODE", r->episode);
+    json_dump_file(m, mcp_path, JSON_INDENT(2));
+    json_decref(m);
+  }
+  ka_argv av = {0};
+  ka_agent_ctx actx = {
+      .workspace = r->ws, .prompt = r->prompt, .mcp_config = mcp_path[0] ? mcp_path : NULL};
+  if (r->ad->argv(r->cfg, &actx, &av, err, errlen)) return KA_EINVAL;
+  /* environment of the agent */
+  char e_srv[700], e_ep[200], e_ws[PATH_MAX + 16], e_pf[PATH_MAX + 32], e_task[300], e_path[16384],
+      e_files[4096];
+  char *e_prompt = malloc(strlen(r->prompt) + 16);
+  snprintf(e_srv, sizeof e_srv, "KA_SERVER=%s", r->px->url);
+  snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", r->episode);
+  snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", r->ws);
+  snprintf(e_pf, sizeof e_pf, "KA_PROMPT_FILE=%s", r->prompt_path);
+  snprintf(e_task, sizeof e_task, "KA_TASK=%s", r->task);
+  snprintf(e_files, sizeof e_files, "KA_FILES=%s", r->files);
+  const char *path = getenv("PATH");
+  snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
+  sprintf(e_prompt, "KA_PROMPT=%s", r->prompt);
+  char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
+  const char *tname = r->ad->transcript ? r->ad->transcript(r->cfg) : "transcript.jsonl";
+  char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
+  snprintf(tpath, sizeof tpath, "%s/%s", r->out_dir, tname);
+  snprintf(epath, sizeof epath, "%s/agent.stderr", r->out_dir);
+  json_t *cmdline = json_array();
+  for (int i = 0; i < av.n; i++)
+    json_array_append_new(
+        cmdline, json_string(i == av.n - 1 && r->ad->prompt_last_arg ? "<prompt>" : av.v[i]));
+  json_object_set_new(agent, "argv", cmdline);
+  ka_agent_proc proc = {.argv = av.v,
+                        .cwd = r->ws,
+                        .env = env,
+                        .stdin_path = r->prompt_path,
+                        .stdout_path = tpath,
+                        .stderr_path = epath,
+                        .timeout_s = r->timeout_s,
+                        .grace_s = 2,
+                        .interrupted = &ec_agent_interrupted};
+  ka_agent_proc_result pr;
+  r->px->t0 = ka_now_s();
+  int rc = ka_agent_run(&proc, &pr);
+  free(e_prompt);
+  ka_argv_free(&av);
+  if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
+  json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
+  json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
+  json_object_set_new(agent, "interrupted", json_boolean(pr.interrupted));
+  json_object_set_new(agent, "wall_s", json_real(pr.wall_s));
+  json_object_set_new(agent, "timeout_s", json_integer(r->timeout_s));
+  json_object_set_new(agent, "transcript", json_string(tname));
+  json_object_set_new(agent, "stderr", json_string("agent.stderr"));
+  *cost = ka_transcript_usage(tpath, usage, agent);
+  if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
+    snprintf(cli_err, cli_errlen, "the agent CLI could not be started (exit %d; see %s)",
+             pr.exit_code, epath);
+  return KA_OK;
+}
+
+json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
+  char err[1024] = "";
+  const char *adapter = ka_cfg_str(agent_cfg, "adapter", "command");
+  /* the run's (or the command line's) reward mode wins over the agent config's */
+  int best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
+  int timeout_s = ka_cfg_int(agent_cfg, "timeout_s", 1800);
+  int max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
+  const char *final_eval = ka_cfg_str(agent_cfg, "final_eval", "if_changed");
+  double started = ka_wall_s();
+  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
+                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
+                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
+                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
+                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
+  json_t *steps = NULL;
+  ka_mkdirs(rq->out_dir);
+  /* a config that cannot run fails here, before Reset: no episode on the server */
+  if (ka_adapter_check(agent_cfg, err, sizeof err)) goto fail;
+  /* reset */
+  Kernelarena__V1__Response *rr;
+  if (ec_agent_reset(c, rq, max_steps, &rr, err, sizeof err)) goto fail;
   Kernelarena__V1__ResetResponse *reset = rr->reset;
   const Kernelarena__V1__Observation *obs = reset->observation;
   json_object_set_new(res, "episode_id", json_string(reset->episode_id));
@@ -611,78 +750,24 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
     json_object_set_new(agent, "exit_code", json_integer(0));
     json_object_set_new(agent, "timed_out", json_false());
   } else {
-    char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
-    ka_exe_dir(exe, sizeof exe);
-    if (ka_cfg_bool(agent_cfg, "mcp", 0)) {
-      snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", rq->out_dir);
-      char envctl_path[PATH_MAX + 16];
-      snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
-      json_t *m =
-          json_pack("{s:{s:{s:s, s:s, s:[s, s, s], s:{s:s, s:s}}}}", "mcpServers", "kernelarena",
-                    "type", "stdio", "command", envctl_path, "args", "mcp", "--workspace", ws,
-                    "env", "KA_SERVER", px.url, "KA_EPISODE", reset->episode_id);
-      json_dump_file(m, mcp_path, JSON_INDENT(2));
-      json_decref(m);
-    }
-    ka_argv av = {0};
-    ka_agent_ctx actx = {
-        .workspace = ws, .prompt = obs->prompt, .mcp_config = mcp_path[0] ? mcp_path : NULL};
-    if (ad->argv(agent_cfg, &actx, &av, err, sizeof err)) {
+    ec_cli_run run = {.ad = ad,
+                      .cfg = agent_cfg,
+                      .ws = ws,
+                      .prompt = obs->prompt,
+                      .prompt_path = prompt_path,
+                      .episode = reset->episode_id,
+                      .task = rq->task,
+                      .files = files_env.s ? files_env.s : "",
+                      .out_dir = rq->out_dir,
+                      .timeout_s = timeout_s,
+                      .px = &px};
+    if (ec_agent_cli(&run, agent, usage, &cost, cli_err, sizeof cli_err, err, sizeof err)) {
       ec_step_target_free(&tgt);
       ec_proxy_stop(&px);
       ka_sb_free(&files_env);
       json_decref(agent), json_decref(usage);
       goto close;
     }
-    /* environment of the agent */
-    char e_srv[700], e_ep[200], e_ws[PATH_MAX + 16], e_pf[PATH_MAX + 32], e_task[300],
-        e_path[16384], e_files[4096];
-    char *e_prompt = malloc(strlen(obs->prompt) + 16);
-    snprintf(e_srv, sizeof e_srv, "KA_SERVER=%s", px.url);
-    snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", reset->episode_id);
-    snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", ws);
-    snprintf(e_pf, sizeof e_pf, "KA_PROMPT_FILE=%s", prompt_path);
-    snprintf(e_task, sizeof e_task, "KA_TASK=%s", rq->task);
-    snprintf(e_files, sizeof e_files, "KA_FILES=%s", files_env.s ? files_env.s : "");
-    const char *path = getenv("PATH");
-    snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
-    sprintf(e_prompt, "KA_PROMPT=%s", obs->prompt);
-    char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
-    const char *tname = ad->transcript ? ad->transcript(agent_cfg) : "transcript.jsonl";
-    char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
-    snprintf(tpath, sizeof tpath, "%s/%s", rq->out_dir, tname);
-    snprintf(epath, sizeof epath, "%s/agent.stderr", rq->out_dir);
-    json_t *cmdline = json_array();
-    for (int i = 0; i < av.n; i++)
-      json_array_append_new(
-          cmdline, json_string(i == av.n - 1 && ad->prompt_last_arg ? "<prompt>" : av.v[i]));
-    json_object_set_new(agent, "argv", cmdline);
-    ka_agent_proc proc = {.argv = av.v,
-                          .cwd = ws,
-                          .env = env,
-                          .stdin_path = prompt_path,
-                          .stdout_path = tpath,
-                          .stderr_path = epath,
-                          .timeout_s = timeout_s,
-                          .grace_s = 2,
-                          .interrupted = &ec_agent_interrupted};
-    ka_agent_proc_result pr;
-    px.t0 = ka_now_s();
-    int rc = ka_agent_run(&proc, &pr);
-    free(e_prompt);
-    ka_argv_free(&av);
-    if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
-    json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
-    json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
-    json_object_set_new(agent, "interrupted", json_boolean(pr.interrupted));
-    json_object_set_new(agent, "wall_s", json_real(pr.wall_s));
-    json_object_set_new(agent, "timeout_s", json_integer(timeout_s));
-    json_object_set_new(agent, "transcript", json_string(tname));
-    json_object_set_new(agent, "stderr", json_string("agent.stderr"));
-    cost = ka_transcript_usage(tpath, usage, agent);
-    if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
-      snprintf(cli_err, sizeof cli_err, "the agent CLI could not be started (exit %d; see %s)",
-               pr.exit_code, epath);
   }
   ka_sb_free(&files_env);
   /* a step the agent started before it ended is still recorded (the proxy finishes it) */
@@ -738,41 +823,10 @@ fail:
   }
   /* the scored step's files are the episode's final kernel */
   json_t *ss = json_object_get(res, "scored_step");
-  if (json_is_integer(ss)) {
-    char from[PATH_MAX + 32], to[PATH_MAX + 32];
-    snprintf(from, sizeof from, "%s/steps/%d", rq->out_dir, (int)json_integer_value(ss));
-    snprintf(to, sizeof to, "%s/final", rq->out_dir);
-    DIR *d = opendir(from);
-    struct dirent *de;
-    ka_mkdirs(to);
-    while (d && (de = readdir(d))) {
-      if (de->d_name[0] == '.') continue;
-      char a[PATH_MAX * 2], b[PATH_MAX * 2];
-      snprintf(a, sizeof a, "%s/%s", from, de->d_name);
-      snprintf(b, sizeof b, "%s/%s", to, de->d_name);
-      char *x;
-      size_t lx;
-      if (ka_read_file(a, 0, &x, &lx) == KA_OK) ka_write_file(b, x, lx), free(x);
-    }
-    if (d) closedir(d);
-  }
+  if (json_is_integer(ss)) ec_copy_final(rq->out_dir, (int)json_integer_value(ss));
   /* held-out scoring of the final kernel (the scored step), after Close: nothing the
    * agent can still do reaches it */
-  json_t *ho = json_null();
-  if (rq->held_out) {
-    if (!json_is_integer(ss))
-      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "no final kernel (no step)");
-    else if (ec_agent_interrupted)
-      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "interrupted");
-    else if (!rq->admin_token)
-      ho = json_pack("{s:s, s:s}", "status", "error", "error",
-                     "no admin token (give --admin-token-file or set KA_ADMIN_TOKEN when "
-                     "using --server)");
-    else
-      ho = ec_held_out_score(c, json_string_value(json_object_get(res, "episode_id")),
-                             (int)json_integer_value(ss), rq->admin_token, rq->timeout_s);
-  }
-  json_object_set_new(res, "held_out", ho);
+  json_object_set_new(res, "held_out", rq->held_out ? ec_held_out_record(c, res, rq) : json_null());
   json_object_set_new(res, "finished_at", json_real(ka_wall_s()));
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/episode.json", rq->out_dir);
