@@ -16,8 +16,7 @@ int ka_opt_int(const char *prog, const char *opt, const char *v, long lo, long h
   errno = 0;
   long n = strtol(v, &end, 10);
   if (errno || end == v || *end || n < lo || n > hi) {
-    fprintf(stderr, "%s: --%s must be an integer from %ld to %ld, not '%s'\n", prog, opt, lo, hi,
-            v);
+    fprintf(stderr, "%s: --%s needs an integer from %ld to %ld, not '%s'\n", prog, opt, lo, hi, v);
     return KA_EINVAL;
   }
   *out = (int)n;

@@ -5,7 +5,7 @@
  * Each parser takes the whole string (no trailing characters, no empty value), checks
  * the range, and on a bad value prints one line to stderr naming the program, the
  * option, the range and the value, e.g.
- *   envserver: --contexts must be an integer from 1 to 4096, not 'x'
+ *   envserver: --contexts needs an integer from 1 to 4096, not 'x'
  * and returns KA_EINVAL with *out unchanged. Thread-safe (no state). */
 #ifndef KA_OPT_H
 #define KA_OPT_H

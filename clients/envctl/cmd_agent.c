@@ -51,13 +51,10 @@ int cmd_agent(int argc, char **argv) {
                                        {"seed", required_argument, 0, 'S'},
                                        {"max-steps", required_argument, 0, 'n'},
                                        {"reward", required_argument, 0, 'r'},
-                                       {"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 'T'},
-                                       {"backends", required_argument, 0, 'b'},
                                        {"timeout", required_argument, 0, 'o'},
                                        {"held-out", no_argument, 0, 'H'},
                                        {"admin-token-file", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
+                                       EC_OPTS_COMMON,
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   json_t *cfg = json_object();

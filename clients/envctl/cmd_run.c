@@ -262,12 +262,9 @@ int cmd_run(int argc, char **argv) {
                                        {"resume", required_argument, 0, 'R'},
                                        {"runs-dir", required_argument, 0, 'd'},
                                        {"jobs", required_argument, 0, 'j'},
-                                       {"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 'T'},
-                                       {"backends", required_argument, 0, 'b'},
                                        {"timeout", required_argument, 0, 'o'},
                                        {"admin-token-file", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
+                                       EC_OPTS_COMMON,
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *config = NULL, *resume = NULL, *runs_dir = "runs", *token_file = NULL;

@@ -48,6 +48,12 @@ void ec_usage(FILE *f);
  * ('s'), --tasks ('T'), --backends ('b'), --verbose ('v'), into o. Returns 1 when c was
  * one of them, else 0. */
 int ec_opts_common(int c, const char *arg, ec_opts *o);
+/* Their getopt_long entries, for a command's option table. */
+// clang-format off
+#define EC_OPTS_COMMON                                                                   \
+  {"server", required_argument, 0, 's'}, {"tasks", required_argument, 0, 'T'},           \
+  {"backends", required_argument, 0, 'b'}, {"verbose", no_argument, 0, 'v'}
+// clang-format on
 
 /* Closes episode id (Close; idempotent), waiting up to timeout_ms; a failure is
  * ignored (the server's idle TTL closes it then). */

@@ -33,8 +33,6 @@ int ec_opts_common(int c, const char *arg, ec_opts *o) {
 
 int ec_opts_parse(int argc, char **argv, ec_opts *o) {
   static const struct option opts[] = {{"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 'T'},
-                                       {"backends", required_argument, 0, 'b'},
                                        {"task", required_argument, 0, 't'},
                                        {"agent", required_argument, 0, 'a'},
                                        {"max-steps", required_argument, 0, 'n'},
@@ -42,7 +40,7 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
                                        {"workspace", required_argument, 0, 'w'},
                                        {"timeout", required_argument, 0, 'o'},
                                        {"agent-timeout", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
+                                       EC_OPTS_COMMON,
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   *o = (ec_opts){.agent = "baseline",
