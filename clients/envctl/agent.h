@@ -99,7 +99,7 @@ char *ec_admin_token_load(const char *file, char *err, size_t errlen);
  * out_dir/episode.json, steps.jsonl, steps/<n>/, final/, workspace/ and the transcript.
  * Never fails as a call: errors (reset refused, the CLI could not be started, ...) are
  * recorded in the returned result (status "error", reward 0), which the caller owns; a
- * config that ec_adapter_check refuses is recorded so before any Reset is sent. */
+ * config that ka_adapter_check (agents.h) refuses is recorded so before any Reset is sent. */
 json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq);
 
 /* Sets KEY=VALUE in a config object; integers and true/false are typed. KA_EINVAL if
