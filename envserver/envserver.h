@@ -75,6 +75,9 @@ char *es_arena_strdup(es_arena *a, const char *s);
 char *es_arena_printf(es_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copies n bytes. */
 void *es_arena_memdup(es_arena *a, const void *p, size_t n);
+/* A client-supplied string made safe to quote in a message: at most 80 bytes (then
+ * "..."), control bytes replaced by '?'. */
+const char *es_arena_quote(es_arena *a, const char *s);
 void es_arena_free(es_arena *a);
 
 /* Fills resp (request_id already set by the caller) with Error{code, message,

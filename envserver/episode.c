@@ -123,21 +123,6 @@ void es_ep_table_free(es_server *s) {
 
 /* ---- helpers */
 
-/* A client-supplied string made safe to quote in a message: at most 80 bytes,
- * non-printable bytes replaced by '?'. */
-static const char *ep_quote(es_arena *a, const char *s) {
-  size_t n = strlen(s);
-  int cut = n > 80;
-  if (cut) n = 80;
-  char *q = es_arena_alloc(a, n + 4);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    q[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-  }
-  if (cut) memcpy(q + n, "...", 3);
-  return q;
-}
-
 /* "a, b or c" */
 static void ep_join_or(ka_sb *sb, char *const *v, int n) {
   for (int i = 0; i < n; i++) {
@@ -306,7 +291,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   const ka_task *t = ka_registry_find(s->reg, rq->task_id);
   if (!t) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'",
-                   ep_quote(a, rq->task_id));
+                   es_arena_quote(a, rq->task_id));
     return;
   }
   int max_steps = s->cfg.max_steps;
@@ -319,8 +304,8 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
       long n = strtol(v, &end, 10);
       if (errno || end == v || *end || n < 1 || n > ES_MAX_STEPS_CAP) {
         es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                       "option max_steps='%s' must be an integer from 1 to %d", ep_quote(a, v),
-                       ES_MAX_STEPS_CAP);
+                       "option max_steps='%s' must be an integer from 1 to %d",
+                       es_arena_quote(a, v), ES_MAX_STEPS_CAP);
         return;
       }
       max_steps = (int)n;
@@ -335,13 +320,14 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
       if (!ep_run_id_ok(v)) {
         es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
                        "option run='%s' must be 1 to 128 characters from A-Z a-z 0-9 . _ : / -",
-                       ep_quote(a, v));
+                       es_arena_quote(a, v));
         return;
       }
       run = v;
     } else {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                     "unknown option '%s' (recognised: max_steps, label, run)", ep_quote(a, k));
+                     "unknown option '%s' (recognised: max_steps, label, run)",
+                     es_arena_quote(a, k));
       return;
     }
   }
@@ -495,7 +481,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) { /* the caller asks the trace store (es_ep_answer_stored) after unlocking */
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                   ep_quote(a, rq->episode_id));
+                   es_arena_quote(a, rq->episode_id));
     return KA_ENOENT;
   }
   if (ep->closed) {
@@ -527,7 +513,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
     if (!ka_path_is_safe(p) || !ka_task_is_editable(t, p)) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
                      "file '%s' may not be changed; the editable files of %s are: %s",
-                     ep_quote(a, p), t->id, ep_editable_list(a, t));
+                     es_arena_quote(a, p), t->id, ep_editable_list(a, t));
       return KA_EINVAL;
     }
     for (size_t j = 0; j < i; j++)
@@ -797,7 +783,7 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   es_episode *ep = es_ep_find(s, rq->episode_id);
   if (!ep) { /* the caller asks the trace store (es_ep_answer_stored) after unlocking */
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                   ep_quote(a, rq->episode_id));
+                   es_arena_quote(a, rq->episode_id));
     return NULL;
   }
   Kernelarena__V1__CancelResponse *cr = es_arena_alloc(a, sizeof *cr);
@@ -822,13 +808,13 @@ void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *
   int rc = ep_stored(s, a, id, &rec, err, sizeof err);
   if (rc == KA_ENOENT) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown episode '%s'",
-                   ep_quote(a, id));
+                   es_arena_quote(a, id));
     return;
   }
   if (rc != KA_OK) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
                    "episode '%s' is not open and the trace store could not be read: %s; retry",
-                   ep_quote(a, id), err);
+                   es_arena_quote(a, id), err);
     return;
   }
   const char *reason = ep_stored_reason(rec);

@@ -20,20 +20,6 @@
 #include "data.h"
 #include "envserver.h"
 
-/* A client string made safe to quote: at most 80 bytes, control bytes as '?'. */
-static const char *ev_quote(es_arena *a, const char *s) {
-  size_t n = strlen(s);
-  int cut = n > 80;
-  if (cut) n = 80;
-  char *q = es_arena_alloc(a, n + 4);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    q[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-  }
-  if (cut) memcpy(q + n, "...", 3);
-  return q;
-}
-
 /* Constant-time comparison of two NUL-terminated strings (the length leaks, the
  * content does not). */
 static int ev_token_eq(const char *a, const char *b) {
@@ -52,19 +38,19 @@ static int ev_files(es_server *s, const ka_task *t, const Kernelarena__V1__Evalu
     const char *p = rq->files[i]->path;
     if (!ka_path_is_safe(p) || !ka_task_is_editable(t, p)) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                     "file '%s' is not an editable file of %s", ev_quote(a, p), t->id);
+                     "file '%s' is not an editable file of %s", es_arena_quote(a, p), t->id);
       return KA_EINVAL;
     }
     for (size_t j = 0; j < i; j++)
       if (!strcmp(rq->files[j]->path, p)) {
         es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT, 0,
-                       "file '%s' appears twice", ev_quote(a, p));
+                       "file '%s' appears twice", es_arena_quote(a, p));
         return KA_EINVAL;
       }
     if (rq->files[i]->content.len > ES_MAX_FILE_BYTES) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 0,
-                     "file '%s' is %zu bytes; the limit is %zu bytes per file", ev_quote(a, p),
-                     rq->files[i]->content.len, ES_MAX_FILE_BYTES);
+                     "file '%s' is %zu bytes; the limit is %zu bytes per file",
+                     es_arena_quote(a, p), rq->files[i]->content.len, ES_MAX_FILE_BYTES);
       return KA_ETOOBIG;
     }
     total += rq->files[i]->content.len;
@@ -135,7 +121,7 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
     if (rc == KA_ENOENT) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0,
                      er ? "episode %s has no recorded step %d" : "unknown episode '%s'",
-                     ev_quote(a, rq->episode_id), (int)rq->step);
+                     es_arena_quote(a, rq->episode_id), (int)rq->step);
       return rc;
     }
     if (rc) {
@@ -154,7 +140,7 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
     t = ka_registry_find(s->reg, rq->task_id);
     if (!t) {
       es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'",
-                     ev_quote(a, rq->task_id));
+                     es_arena_quote(a, rq->task_id));
       return KA_ENOENT;
     }
     if (!rq->has_seed && es_random(&seed, sizeof seed)) {

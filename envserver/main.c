@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "envserver.h"
+#include "ka_opt.h"
 
 static void main_usage(FILE *f) {
   fprintf(f,
@@ -41,18 +42,6 @@ static void main_usage(FILE *f) {
           "                     its last one; its job is re-dispatched (default 15)\n"
           "  --quiet            log only errors\n"
           "  --help             this text\n");
-}
-
-static int main_int(const char *opt, const char *v, int lo, int hi, int *out) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (errno || end == v || *end || n < lo || n > hi) {
-    fprintf(stderr, "envserver: %s must be an integer from %d to %d, not '%s'\n", opt, lo, hi, v);
-    return -1;
-  }
-  *out = (int)n;
-  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -96,20 +85,23 @@ int main(int argc, char **argv) {
         state = optarg;
         break;
       case 'c':
-        if (main_int("--contexts", optarg, 1, 4096, &s.cfg.contexts)) return 2;
+        if (ka_opt_int("envserver", "contexts", optarg, 1, 4096, &s.cfg.contexts)) return 2;
         break;
       case 'm':
-        if (main_int("--max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps)) return 2;
+        if (ka_opt_int("envserver", "max-steps", optarg, 1, ES_MAX_STEPS_CAP, &s.cfg.max_steps))
+          return 2;
         break;
       case 'E':
-        if (main_int("--max-episodes", optarg, 1, ES_MAX_OPEN_EPISODES, &s.cfg.max_episodes))
+        if (ka_opt_int("envserver", "max-episodes", optarg, 1, ES_MAX_OPEN_EPISODES,
+                       &s.cfg.max_episodes))
           return 2;
         break;
       case 'Q':
-        if (main_int("--max-queued", optarg, 1, ES_MAX_QUEUED_JOBS, &s.cfg.max_queued)) return 2;
+        if (ka_opt_int("envserver", "max-queued", optarg, 1, ES_MAX_QUEUED_JOBS, &s.cfg.max_queued))
+          return 2;
         break;
       case 'I':
-        if (main_int("--idle-ttl", optarg, 0, 30 * 86400, &ttl)) return 2;
+        if (ka_opt_int("envserver", "idle-ttl", optarg, 0, 30 * 86400, &ttl)) return 2;
         s.cfg.idle_ttl_s = ttl;
         break;
       case 'A':
@@ -117,7 +109,7 @@ int main(int argc, char **argv) {
         break;
       case 'H': {
         int hb;
-        if (main_int("--heartbeat-timeout", optarg, 1, 3600, &hb)) return 2;
+        if (ka_opt_int("envserver", "heartbeat-timeout", optarg, 1, 3600, &hb)) return 2;
         s.jobs.heartbeat_lost_s = hb;
         break;
       }

@@ -105,6 +105,19 @@ char *es_arena_strdup(es_arena *a, const char *s) {
   return es_arena_memdup(a, s, strlen(s) + 1);
 }
 
+const char *es_arena_quote(es_arena *a, const char *s) {
+  size_t n = strlen(s);
+  int cut = n > 80;
+  if (cut) n = 80;
+  char *q = es_arena_alloc(a, n + 4); /* zeroed: NUL-terminated */
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    q[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+  }
+  if (cut) memcpy(q + n, "...", 3);
+  return q;
+}
+
 char *es_arena_printf(es_arena *a, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -22,6 +22,7 @@
 #include "gpuexec.h"
 #include "refcache.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 #define GX_POLL_WAIT_MS 5000
 /* default --adaptive-reps: timed calls up to 10x the job's reps while the estimate is
@@ -330,9 +331,11 @@ int main(int argc, char **argv) {
   const char *cache = NULL;
   int verbose = 0, c;
   double hb_interval = GX_HEARTBEAT_S;
+  /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
-  long adaptive = ar_env && *ar_env ? strtol(ar_env, NULL, 10) : GX_ADAPTIVE_REPS;
-  long ref_mb = GX_REF_CACHE_MB;
+  int adaptive = GX_ADAPTIVE_REPS, ref_mb = GX_REF_CACHE_MB;
+  if (ar_env && *ar_env && ka_opt_int("gpuexec", "KA_ADAPTIVE_REPS", ar_env, 1, 100, &adaptive))
+    return 2;
   int pool = 1;
   while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:P", opts, NULL)) != -1) {
     switch (c) {
@@ -351,36 +354,18 @@ int main(int argc, char **argv) {
       case 'v':
         verbose = 1;
         break;
-      case 'H': {
-        char *end;
-        hb_interval = strtod(optarg, &end);
-        if (*end || end == optarg || !(hb_interval >= 0 && hb_interval <= 3600)) {
-          fprintf(stderr, "gpuexec: --heartbeat-interval must be 0 to 3600 seconds\n");
-          return 2;
-        }
+      case 'H':
+        if (ka_opt_double("gpuexec", "heartbeat-interval", optarg, 0, 3600, &hb_interval)) return 2;
         break;
-      }
-      case 'A': {
-        char *end;
-        adaptive = strtol(optarg, &end, 10);
-        if (*end || end == optarg || adaptive < 1 || adaptive > 100) {
-          fprintf(stderr, "gpuexec: --adaptive-reps must be 1 to 100\n");
-          return 2;
-        }
+      case 'A':
+        if (ka_opt_int("gpuexec", "adaptive-reps", optarg, 1, 100, &adaptive)) return 2;
         break;
-      }
       case 'P':
         pool = 0;
         break;
-      case 'R': {
-        char *end;
-        ref_mb = strtol(optarg, &end, 10);
-        if (*end || end == optarg || ref_mb < 0 || ref_mb > (1L << 24)) {
-          fprintf(stderr, "gpuexec: --ref-cache-mb must be 0 to 16777216 MiB\n");
-          return 2;
-        }
+      case 'R':
+        if (ka_opt_int("gpuexec", "ref-cache-mb", optarg, 0, 1L << 24, &ref_mb)) return 2;
         break;
-      }
       case 'h':
         gx_usage(stdout);
         return 0;
@@ -415,7 +400,7 @@ int main(int argc, char **argv) {
                         .tmp_dir = tmp,
                         .tasks = reg,
                         .verbose = verbose,
-                        .adaptive_reps = adaptive >= 1 && adaptive <= 100 ? (int)adaptive : 1,
+                        .adaptive_reps = adaptive,
                         .ref_cache = ka_refcache_new((size_t)ref_mb << 20),
                         .pool = pool};
   if (!cfg.ref_cache) {

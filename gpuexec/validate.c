@@ -35,6 +35,7 @@
 #include "data.h"
 #include "gpuexec.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 #define VD_MAX_SEEDS 16
 #define VD_MAX_BACKENDS 3
@@ -1240,17 +1241,6 @@ static void vd_usage(FILE *f) {
           VD_MAX_SEEDS, (unsigned long long)VD_DEFAULT_SEED);
 }
 
-static const char *vd_default_tasks(char *buf, size_t len) {
-  struct stat st;
-  if (stat("tasks", &st) == 0 && S_ISDIR(st.st_mode)) return "tasks";
-  char exe[PATH_MAX];
-  if (ka_exe_dir(exe, sizeof exe) == KA_OK) {
-    snprintf(buf, len, "%s/../../tasks", exe);
-    if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
-  }
-  return "tasks";
-}
-
 int main(int argc, char **argv) {
   static const struct option opts[] = {{"tasks", required_argument, 0, 'T'},
                                        {"backends", required_argument, 0, 'b'},
@@ -1270,8 +1260,6 @@ int main(int argc, char **argv) {
   uint64_t base = VD_DEFAULT_SEED;
   int c;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end = NULL;
-    long v = 0;
     switch (c) {
       case 'T':
         o.tasks_dir = optarg;
@@ -1280,34 +1268,23 @@ int main(int argc, char **argv) {
         o.backends = optarg;
         break;
       case 'n':
+        if (ka_opt_int("ka-validate", "seeds", optarg, 1, VD_MAX_SEEDS, &o.nseeds)) return 2;
+        break;
       case 'r':
+        if (ka_opt_int("ka-validate", "reps", optarg, 1, 100000, &o.reps)) return 2;
+        break;
       case 'w':
-        v = strtol(optarg, &end, 10);
-        if (*end || v < (c == 'w' ? 0 : 1) || (c == 'n' && v > VD_MAX_SEEDS) || v > 100000) {
-          fprintf(stderr, "ka-validate: bad value '%s' for --%s\n", optarg,
-                  c == 'n'   ? "seeds"
-                  : c == 'r' ? "reps"
-                             : "warmup");
-          return 2;
-        }
-        if (c == 'n') o.nseeds = (int)v;
-        if (c == 'r') o.reps = (int)v;
-        if (c == 'w') o.warmup = (int)v;
+        if (ka_opt_int("ka-validate", "warmup", optarg, 0, 100000, &o.warmup)) return 2;
         break;
       case 'S':
-        base = strtoull(optarg, &end, 0);
-        if (*end) {
-          fprintf(stderr, "ka-validate: --seed needs an integer\n");
-          return 2;
-        }
+        if (ka_opt_u64("ka-validate", "seed", optarg, &base)) return 2;
         break;
-      case 'm':
-        o.min_time_ms = strtod(optarg, &end) / 1000;
-        if (*end || o.min_time_ms < 0) {
-          fprintf(stderr, "ka-validate: --min-time-us needs a number >= 0\n");
-          return 2;
-        }
+      case 'm': {
+        double us;
+        if (ka_opt_double("ka-validate", "min-time-us", optarg, 0, 1e15, &us)) return 2;
+        o.min_time_ms = us / 1000;
         break;
+      }
       case 'o':
         if (o.nreports == 8) {
           fprintf(stderr, "ka-validate: at most 8 --report files\n");
@@ -1348,7 +1325,7 @@ int main(int argc, char **argv) {
   o.seeds[0] = base;
   for (int i = 1; i < o.nseeds; i++) o.seeds[i] = ka_mix64(base, (uint64_t)i);
   char tbuf[PATH_MAX], exedir[PATH_MAX], runner[PATH_MAX + 16], cachebuf[PATH_MAX];
-  if (!o.tasks_dir) o.tasks_dir = vd_default_tasks(tbuf, sizeof tbuf);
+  o.tasks_dir = ka_tasks_dir(o.tasks_dir, tbuf, sizeof tbuf);
   if (ka_exe_dir(exedir, sizeof exedir)) {
     fprintf(stderr, "ka-validate: cannot find the executable's folder\n");
     return 2;

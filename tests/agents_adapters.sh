@@ -161,6 +161,16 @@ cp "$KA_WORKSPACE/../steps/1/gelu.c" /dev/null && sed -i "/^broken$/d; s/erf(/er
   check "command: ListTasks through the proxy is refused" sh -c "grep -q 'only Step (envctl step), State of this episode and Health' '$OUT/agent.stderr' && grep -q 'tasks-rc=1' '$OUT/transcript.txt'"
   check "command: a step of another episode is refused" sh -c "grep -q 'belongs to episode' '$OUT/agent.stderr' && grep -q 'other-episode-rc=1' '$OUT/transcript.txt'"
   jcheck "command: refusals recorded no step" "$E" "len(d['steps'])==2"
+  # `envctl episode --agent command:CMD` starts its agent through the same process
+  # runner: the admin token never reaches the agent's environment
+  KA_ADMIN_TOKEN=secret-admin-token "$BIN/envctl" episode --server "$URL" --task host/gelu \
+    --seed 5 --workspace "$WORK/ep-ws" --agent 'command:env > agent-env.txt' \
+    >"$WORK/ep.out" 2>&1
+  rc=$?
+  check "episode command agent: exits 0, its environment written, without KA_ADMIN_TOKEN" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^KA_EPISODE=' '$WORK/ep-ws/agent-env.txt' && ! grep -q 'KA_ADMIN_TOKEN' '$WORK/ep-ws/agent-env.txt'"
+  [ $rc -eq 0 ] || cat "$WORK/ep.out"
+  grep -H KA_ADMIN_TOKEN "$WORK/ep-ws/agent-env.txt"
   # agent configs that cannot run, and a server that is not there: refused before any
   # request, so the server records no episode and no --out folder is made
   nep() { "$BIN/envctl" export --server "$URL" --run default --no-files | wc -l; }

@@ -10,6 +10,7 @@
 #include "data.h"
 #include "expr.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 #include "task.h"
 
 static int failures;
@@ -327,7 +328,52 @@ static void test_task_fields(void) {
   ka_rmtree(root);
 }
 
+/* ka_opt: strict values in range are taken; anything else is refused with *out
+ * unchanged (the message goes to stderr). The task folder: given wins; without ./tasks the
+ * source tree's compiled-in folder. */
+static void test_opt(void) {
+  int i = 7;
+  CHECK(ka_opt_int("t", "n", "42", 1, 100, &i) == KA_OK && i == 42);
+  CHECK(ka_opt_int("t", "n", "-3", -5, 5, &i) == KA_OK && i == -3);
+  const char *bad_ints[] = {"", "x", "12x", "4.5", " ", "101", "0", "99999999999999999999"};
+  for (size_t k = 0; k < sizeof bad_ints / sizeof *bad_ints; k++) {
+    i = 7;
+    CHECK(ka_opt_int("t", "n", bad_ints[k], 1, 100, &i) == KA_EINVAL && i == 7);
+  }
+  uint64_t u = 5;
+  CHECK(ka_opt_u64("t", "seed", "18446744073709551615", &u) == KA_OK && u == UINT64_MAX);
+  CHECK(ka_opt_u64("t", "seed", "0x10", &u) == KA_OK && u == 16);
+  u = 5;
+  CHECK(ka_opt_u64("t", "seed", "-1", &u) == KA_EINVAL && u == 5);
+  CHECK(ka_opt_u64("t", "seed", "18446744073709551616", &u) == KA_EINVAL && u == 5);
+  CHECK(ka_opt_u64("t", "seed", "", &u) == KA_EINVAL && u == 5);
+  double d = 2;
+  CHECK(ka_opt_double("t", "x", "1e3", 0, 3600, &d) == KA_OK && d == 1000);
+  d = 2;
+  CHECK(ka_opt_double("t", "x", "nan", 0, 3600, &d) == KA_EINVAL && d == 2);
+  CHECK(ka_opt_double("t", "x", "-0.5", 0, 3600, &d) == KA_EINVAL && d == 2);
+  CHECK(ka_opt_double("t", "x", "1s", 0, 3600, &d) == KA_EINVAL && d == 2);
+  CHECK(ka_opt_fraction("t", "f", "1", &d) == KA_OK && d == 1);
+  d = 2;
+  CHECK(ka_opt_fraction("t", "f", "0", &d) == KA_EINVAL && d == 2);
+  CHECK(ka_opt_fraction("t", "f", "1.5", &d) == KA_EINVAL && d == 2);
+  CHECK(ka_opt_timeout_s("t", "timeout", "900", &i) == KA_OK && i == KA_OPT_REQUEST_TIMEOUT_S);
+  CHECK(ka_opt_timeout_s("t", "timeout", "0", &i) == KA_EINVAL && i == 900);
+  char buf[PATH_MAX];
+  CHECK(!strcmp(ka_tasks_dir("given", buf, sizeof buf), "given"));
+  char cwd[PATH_MAX], tmp[] = "/tmp/ka-opt-XXXXXX";
+  if (getcwd(cwd, sizeof cwd) && mkdtemp(tmp) && chdir(tmp) == 0) {
+    const char *t = ka_tasks_dir(NULL, buf, sizeof buf);
+    CHECK(t[0] == '/' && strstr(t, "/tasks") && access(t, R_OK) == 0);
+    if (chdir(cwd) != 0) failures++;
+    rmdir(tmp);
+  } else {
+    failures++;
+  }
+}
+
 int main(int argc, char **argv) {
+  test_opt();
   test_expr();
   test_paths();
   test_data();

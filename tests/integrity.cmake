@@ -5,10 +5,11 @@
 add_executable(integrity_test ${CMAKE_CURRENT_LIST_DIR}/integrity_test.c
                ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c
                ${PROJECT_SOURCE_DIR}/gpuexec/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/refcache.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/reference.c
-               ${PROJECT_SOURCE_DIR}/envserver/reward.c ${PROJECT_SOURCE_DIR}/gpuexec/sandbox.c)
+               ${PROJECT_SOURCE_DIR}/gpuexec/reference.c ${PROJECT_SOURCE_DIR}/gpuexec/sandbox.c)
 target_include_directories(integrity_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
-                           ${PROJECT_SOURCE_DIR}/envserver ${CMAKE_CURRENT_LIST_DIR}/adversarial)
+                           ${CMAKE_CURRENT_LIST_DIR}/adversarial)
+# the reward of each verdict: envserver's own code, from its internal library
+target_link_libraries(integrity_test PRIVATE ka_envserver)
 target_link_libraries(integrity_test PRIVATE ka_common ka_proto ${KA_SECCOMP} ${KA_ELF} ${KA_ZLIB}
                       ${KA_YAML} Threads::Threads ${CMAKE_DL_LIBS} m)
 add_dependencies(integrity_test ka-runner)

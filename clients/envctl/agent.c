@@ -26,6 +26,7 @@
 #include <yaml.h>
 
 #include "agent.h"
+#include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
 
@@ -329,488 +330,6 @@ static void ec_proxy_stop(ec_proxy *p) {
   json_decref(p->records);
 }
 
-/* ------------------------------------------------------------------ the CLI process */
-
-typedef struct ec_proc_result {
-  int exit_code; /* -1: killed by a signal or timed out */
-  int timed_out;
-  int interrupted;
-  double wall_s;
-} ec_proc_result;
-
-/* Runs argv (PATH lookup) in ws, in a new process group, stdin from in_path, stdout and
- * stderr to files, with env (NULL-terminated "K=V" strings) added and KA_ADMIN_TOKEN
- * removed (the agent must not score itself on held-out cases); kills the whole group
- * when it exits, at timeout_s (SIGTERM, then SIGKILL after 2 s) or on interruption. */
-static int ec_run_cli(char *const argv[], const char *ws, char *const env[], const char *in_path,
-                      const char *out_path, const char *err_path, int timeout_s,
-                      ec_proc_result *res) {
-  memset(res, 0, sizeof *res);
-  /* the environment is built before fork: the child of a threaded process may only make
-   * async-signal-safe calls (`envctl run` runs episodes on several threads) */
-  extern char **environ;
-  size_t ne = 0, na = 0;
-  while (environ[ne]) ne++;
-  while (env[na]) na++;
-  char **envp = calloc(ne + na + 1, sizeof *envp);
-  if (!envp) return KA_ENOMEM;
-  size_t k = 0;
-  for (size_t i = 0; i < ne; i++) {
-    if (!strncmp(environ[i], "KA_ADMIN_TOKEN=", 15)) continue; /* never the agent's */
-    int replaced = 0;
-    for (size_t j = 0; j < na && !replaced; j++) {
-      size_t kl = strcspn(env[j], "=");
-      replaced = !strncmp(environ[i], env[j], kl + 1);
-    }
-    if (!replaced) envp[k++] = environ[i];
-  }
-  for (size_t j = 0; j < na; j++) envp[k++] = env[j];
-  envp[k] = NULL;
-  double t0 = ka_now_s();
-  pid_t pid = fork();
-  if (pid < 0) {
-    free(envp);
-    return KA_ESYS;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
-    if (chdir(ws) != 0) _exit(126);
-    int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
-    int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int er = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (in < 0 || out < 0 || er < 0) _exit(126);
-    dup2(in, 0), dup2(out, 1), dup2(er, 2);
-    execvpe(argv[0], argv, envp);
-    static const char msg[] =
-        "envctl agent: cannot run the agent CLI (not found or not executable)\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  free(envp);
-  double deadline = t0 + timeout_s, term_at = 0;
-  int st = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
-    double now = ka_now_s();
-    if (!term_at && (now > deadline || ec_agent_interrupted)) {
-      res->timed_out = now > deadline;
-      res->interrupted = !!ec_agent_interrupted;
-      kill(-pid, SIGTERM);
-      term_at = now;
-    } else if (term_at && now > term_at + 2) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      break;
-    }
-    usleep(20000);
-  }
-  kill(-pid, SIGKILL); /* whatever the agent left running in its group */
-  res->wall_s = ka_now_s() - t0;
-  res->exit_code = !term_at && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return KA_OK;
-}
-
-/* ------------------------------------------------------------------ transcripts */
-
-static void ec_add_int(json_t *o, const char *key, json_t *v) {
-  if (!json_is_integer(v)) return;
-  json_t *cur = json_object_get(o, key);
-  json_object_set_new(o, key, json_integer(json_integer_value(cur) + json_integer_value(v)));
-}
-
-/* Reads tokens and cost from a transcript: Claude Code / cursor-agent stream-json
- * (`result` events: total_cost_usd, usage, num_turns) and codex exec --json
- * (`turn.completed` events: usage). Fills usage (object) and returns the cost in USD,
- * or NAN when the transcript reports none. */
-static double ec_transcript_usage(const char *path, json_t *usage, json_t *agent) {
-  FILE *f = fopen(path, "r");
-  if (!f) return NAN;
-  double cost = NAN;
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
-  int events = 0;
-  while ((n = getline(&line, &cap, f)) > 0) {
-    json_error_t je;
-    json_t *ev = json_loadb(line, (size_t)n, 0, &je);
-    if (!json_is_object(ev)) {
-      json_decref(ev);
-      continue;
-    }
-    events++;
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    if (!type) type = "";
-    if (!strcmp(type, "system") && json_is_string(json_object_get(ev, "model")))
-      json_object_set(agent, "model_reported", json_object_get(ev, "model"));
-    if (!strcmp(type, "result")) { /* Claude Code and cursor-agent: totals of the session */
-      json_t *u = json_object_get(ev, "usage");
-      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
-      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
-      ec_add_int(usage, "cache_read_input_tokens", json_object_get(u, "cache_read_input_tokens"));
-      ec_add_int(usage, "cache_creation_input_tokens",
-                 json_object_get(u, "cache_creation_input_tokens"));
-      json_t *c = json_object_get(ev, "total_cost_usd");
-      if (json_is_number(c)) cost = (isnan(cost) ? 0 : cost) + json_number_value(c);
-      if (json_is_integer(json_object_get(ev, "num_turns")))
-        json_object_set(agent, "num_turns", json_object_get(ev, "num_turns"));
-      json_object_set_new(agent, "result_is_error",
-                          json_boolean(json_is_true(json_object_get(ev, "is_error"))));
-      if (json_is_string(json_object_get(ev, "subtype")))
-        json_object_set(agent, "result_subtype", json_object_get(ev, "subtype"));
-    } else if (!strcmp(type, "turn.completed") || !strcmp(type, "turn.failed")) { /* codex */
-      json_t *u = json_object_get(ev, "usage");
-      ec_add_int(usage, "input_tokens", json_object_get(u, "input_tokens"));
-      ec_add_int(usage, "cached_input_tokens", json_object_get(u, "cached_input_tokens"));
-      ec_add_int(usage, "output_tokens", json_object_get(u, "output_tokens"));
-      if (!strcmp(type, "turn.failed")) json_object_set_new(agent, "result_is_error", json_true());
-    }
-    json_decref(ev);
-  }
-  free(line);
-  fclose(f);
-  json_object_set_new(agent, "transcript_events", json_integer(events));
-  return cost;
-}
-
-/* ------------------------------------------------------------------ adapters */
-
-static const char *ec_cfg_str(const json_t *cfg, const char *key, const char *dflt) {
-  const char *s = json_string_value(json_object_get(cfg, key));
-  return s && *s ? s : dflt;
-}
-
-static int ec_cfg_int(const json_t *cfg, const char *key, int dflt) {
-  json_t *v = json_object_get(cfg, key);
-  if (json_is_integer(v)) return (int)json_integer_value(v);
-  if (json_is_string(v)) return atoi(json_string_value(v));
-  return dflt;
-}
-
-static int ec_cfg_bool(const json_t *cfg, const char *key, int dflt) {
-  json_t *v = json_object_get(cfg, key);
-  if (json_is_boolean(v)) return json_is_true(v);
-  if (json_is_string(v)) return !strcmp(json_string_value(v), "true");
-  return dflt;
-}
-
-int ec_adapter_known(const char *name) {
-  static const char *const names[] = {"claude_code", "codex", "cursor", "command", "replay"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strcmp(name, names[i])) return 1;
-  return 0;
-}
-
-/* 1 if prog can be executed: a path with '/' as it is, else a name on dir (the agent's
- * first PATH entry: envctl's folder) or on $PATH, as execvp would find it. */
-static int ec_cli_found(const char *prog, const char *dir) {
-  if (strchr(prog, '/')) return access(prog, X_OK) == 0;
-  const char *path = getenv("PATH");
-  ka_sb all = {0};
-  ka_sb_printf(&all, "%s:%s", dir, path ? path : "/usr/bin:/bin");
-  int found = 0;
-  for (char *save = NULL, *d = strtok_r(all.s, ":", &save); d && !found;
-       d = strtok_r(NULL, ":", &save)) {
-    char p[PATH_MAX * 2];
-    snprintf(p, sizeof p, "%s/%s", *d ? d : ".", prog);
-    struct stat st;
-    found = stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
-  }
-  ka_sb_free(&all);
-  return found;
-}
-
-/* The agent settings docs/agents.md lists; any other key is a typo, refused. */
-static const char *const ec_agent_keys[] = {
-    "adapter",   "model",     "effort", "permission_mode", "sandbox",     "force",
-    "mcp",       "bin",       "args",   "command",         "replay",      "replay_episode",
-    "timeout_s", "max_steps", "reward", "final_eval",      "stream_json", NULL};
-
-int ec_adapter_check(const json_t *cfg, char *err, size_t errlen) {
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)cfg, key, val) {
-    int known = 0;
-    for (int i = 0; ec_agent_keys[i] && !known; i++) known = !strcmp(key, ec_agent_keys[i]);
-    if (!known)
-      return ka_seterr(err, errlen, KA_EINVAL,
-                       "unknown agent setting '%s' (adapter, model, effort, permission_mode, "
-                       "sandbox, force, mcp, bin, args, command, replay, replay_episode, "
-                       "timeout_s, max_steps, reward, final_eval, stream_json; docs/agents.md)",
-                       key);
-  }
-  /* whole positive numbers: "abc" or 0 must not become an agent killed at once */
-  static const char *const ints[] = {"timeout_s", "max_steps"};
-  for (int i = 0; i < 2; i++) {
-    json_t *v = json_object_get(cfg, ints[i]);
-    if (!v) continue;
-    long long n = 0;
-    char *end = NULL;
-    if (json_is_integer(v))
-      n = json_integer_value(v);
-    else if (json_is_string(v))
-      n = strtoll(json_string_value(v), &end, 10);
-    if (!(json_is_integer(v) || (json_is_string(v) && end && !*end && *json_string_value(v))) ||
-        n <= 0 || n > 1000000)
-      return ka_seterr(err, errlen, KA_EINVAL,
-                       "agent setting %s must be a whole number from 1 to 1000000", ints[i]);
-  }
-  json_t *cv = json_object_get(cfg, "command");
-  if (cv && !json_is_string(cv))
-    return ka_seterr(err, errlen, KA_EINVAL,
-                     "agent setting command must be a shell command (text); quote it in YAML, "
-                     "e.g. command: \"true\"");
-  const char *adapter = ec_cfg_str(cfg, "adapter", "command");
-  if (!ec_adapter_known(adapter))
-    return ka_seterr(err, errlen, KA_EINVAL,
-                     "unknown adapter '%s' (claude_code, codex, cursor, command, replay)", adapter);
-  if (!strcmp(adapter, "command")) {
-    const char *cmd = ec_cfg_str(cfg, "command", NULL);
-    if (!cmd || !*cmd)
-      return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
-    return KA_OK;
-  }
-  struct stat st;
-  if (!strcmp(adapter, "replay")) {
-    const char *src = ec_cfg_str(cfg, "replay", NULL);
-    if (!src || !*src)
-      return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
-    if (stat(src, &st) != 0)
-      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
-    if (S_ISDIR(st.st_mode)) {
-      char a[PATH_MAX + 16], b[PATH_MAX + 16];
-      snprintf(a, sizeof a, "%s/steps/1", src);
-      snprintf(b, sizeof b, "%s/1", src);
-      if (stat(a, &st) != 0 && stat(b, &st) != 0)
-        return ka_seterr(err, errlen, KA_ENOENT,
-                         "replay %s: no recorded steps (neither steps/1/ nor 1/ there)", src);
-    } else if (access(src, R_OK) != 0) {
-      return ka_seterr(err, errlen, KA_ENOENT, "replay %s: %s", src, strerror(errno));
-    }
-    return KA_OK;
-  }
-  const char *bin = ec_cfg_str(cfg, "bin",
-                               !strcmp(adapter, "claude_code") ? "claude"
-                               : !strcmp(adapter, "codex")     ? "codex"
-                                                               : "cursor-agent");
-  char exe[PATH_MAX] = ".";
-  ka_exe_dir(exe, sizeof exe);
-  if (!ec_cli_found(bin, exe))
-    return ka_seterr(err, errlen, KA_ENOENT,
-                     "adapter %s: the agent CLI '%s' was not found on PATH (install it, or "
-                     "name it with bin: PATH)",
-                     adapter, bin);
-  return KA_OK;
-}
-
-int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen) {
-  int wait_ms = timeout_s > 0 && timeout_s < 10 ? timeout_s * 1000 : 10000;
-  char why[512];
-  int rc = ka_client_open_timeout(url, wait_ms, out, why, sizeof why);
-  if (rc == KA_ETIMEDOUT)
-    return ka_seterr(err, errlen, rc,
-                     "cannot reach an envserver at %s: no answer within %d s. Is it running? "
-                     "Start one (envserver --state DIR --tasks DIR, and gpuexec --server "
-                     "ipc://DIR/exec.ipc), or leave out --server to start one for this command",
-                     url, wait_ms / 1000);
-  if (rc) return ka_seterr(err, errlen, rc, "cannot connect to %s: %s", url, why);
-  return KA_OK;
-}
-
-typedef struct ec_argv {
-  char *v[96];
-  int n;
-} ec_argv;
-
-static void ec_argv_add(ec_argv *a, const char *s) {
-  if (a->n < 94) a->v[a->n++] = strdup(s);
-  a->v[a->n] = NULL;
-}
-
-static void ec_argv_free(ec_argv *a) {
-  for (int i = 0; i < a->n; i++) free(a->v[i]);
-  a->n = 0;
-}
-
-/* Builds the command line of a CLI adapter. The prompt goes on stdin for claude_code
- * (--mcp-config takes several values and would swallow a trailing prompt) and codex
- * (`-`), as the last argument for cursor-agent. */
-static int ec_adapter_argv(const char *adapter, const json_t *cfg, const char *ws,
-                           const char *prompt, const char *mcp_path, ec_argv *a, char *err,
-                           size_t errlen) {
-  const char *model = ec_cfg_str(cfg, "model", NULL), *effort = ec_cfg_str(cfg, "effort", NULL);
-  json_t *extra = json_object_get(cfg, "args");
-  if (!strcmp(adapter, "claude_code")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "claude"));
-    ec_argv_add(a, "--print");
-    ec_argv_add(a, "--output-format");
-    ec_argv_add(a, "stream-json");
-    ec_argv_add(a, "--verbose"); /* required by --print with stream-json */
-    ec_argv_add(a, "--permission-mode");
-    ec_argv_add(a, ec_cfg_str(cfg, "permission_mode", "bypassPermissions"));
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-    if (effort) ec_argv_add(a, "--effort"), ec_argv_add(a, effort);
-    if (mcp_path) ec_argv_add(a, "--mcp-config"), ec_argv_add(a, mcp_path);
-  } else if (!strcmp(adapter, "codex")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "codex"));
-    ec_argv_add(a, "exec");
-    ec_argv_add(a, "--json");
-    ec_argv_add(a, "--cd");
-    ec_argv_add(a, ws);
-    ec_argv_add(a, "--skip-git-repo-check");
-    ec_argv_add(a, "--sandbox");
-    ec_argv_add(a, ec_cfg_str(cfg, "sandbox", "workspace-write"));
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-    if (effort) {
-      char b[128];
-      snprintf(b, sizeof b, "model_reasoning_effort=\"%s\"", effort);
-      ec_argv_add(a, "-c"), ec_argv_add(a, b);
-    }
-  } else if (!strcmp(adapter, "cursor")) {
-    ec_argv_add(a, ec_cfg_str(cfg, "bin", "cursor-agent"));
-    ec_argv_add(a, "--print");
-    ec_argv_add(a, "--output-format");
-    ec_argv_add(a, "stream-json");
-    if (ec_cfg_bool(cfg, "force", 1)) ec_argv_add(a, "--force");
-    if (model) ec_argv_add(a, "--model"), ec_argv_add(a, model);
-  } else if (!strcmp(adapter, "command")) {
-    const char *cmd = ec_cfg_str(cfg, "command", NULL);
-    if (!cmd) return ka_seterr(err, errlen, KA_EINVAL, "adapter command needs command: CMD");
-    ec_argv_add(a, "/bin/sh");
-    ec_argv_add(a, "-c");
-    ec_argv_add(a, cmd);
-    return KA_OK;
-  } else {
-    return ka_seterr(err, errlen, KA_EINVAL, "unknown adapter '%s'", adapter);
-  }
-  size_t i;
-  json_t *v;
-  json_array_foreach(extra, i, v) if (json_is_string(v)) ec_argv_add(a, json_string_value(v));
-  if (!strcmp(adapter, "codex")) ec_argv_add(a, "-");
-  if (!strcmp(adapter, "cursor")) ec_argv_add(a, prompt);
-  return KA_OK;
-}
-
-/* {path: content} from "files" given as an object or as [{path, content}]; contents
- * that are not strings (base64 objects of binary files) are left out. */
-static json_t *ec_replay_files(const json_t *fl) {
-  json_t *files = json_object();
-  if (json_is_object(fl)) {
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)fl, k, v) if (json_is_string(v)) json_object_set(files, k, v);
-  } else if (json_is_array(fl)) {
-    size_t i;
-    json_t *v;
-    json_array_foreach(fl, i, v) {
-      const char *p = json_string_value(json_object_get(v, "path"));
-      json_t *c = json_object_get(v, "content");
-      if (p && json_is_string(c)) json_object_set(files, p, c);
-    }
-  }
-  return files;
-}
-
-/* Replay: the steps of a recorded episode, from a JSONL file (an `envctl export` episode
- * line with "steps"; or one object per line with "files": {path: content} or
- * [{path, content}]; lines without files are skipped) or a
- * folder of step folders (an episode folder of a run: steps/<n>/; or <dir>/<n>/). Each
- * is written into the workspace and submitted through the proxy like `envctl step`. */
-static int ec_replay(const json_t *cfg, ec_step_target *t, char *err, size_t errlen) {
-  const char *src = ec_cfg_str(cfg, "replay", NULL);
-  if (!src) return ka_seterr(err, errlen, KA_EINVAL, "adapter replay needs replay: PATH");
-  struct stat st;
-  if (stat(src, &st) != 0) return ka_seterr(err, errlen, KA_ENOENT, "replay %s: no such path", src);
-  json_t *steps = json_array(); /* of {path: content} objects */
-  if (S_ISDIR(st.st_mode)) {
-    char base[PATH_MAX];
-    snprintf(base, sizeof base, "%s/steps", src);
-    if (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)) snprintf(base, sizeof base, "%s", src);
-    for (int n = 1; n <= 1000; n++) {
-      char d[PATH_MAX + 16];
-      snprintf(d, sizeof d, "%s/%d", base, n);
-      if (stat(d, &st) != 0) break;
-      json_t *files = json_object();
-      for (int i = 0; i < t->nfiles; i++) {
-        char f[PATH_MAX * 2];
-        snprintf(f, sizeof f, "%s/%s", d, t->files[i]);
-        char *buf;
-        size_t len;
-        if (ka_read_file(f, 0, &buf, &len) == KA_OK) {
-          json_object_set_new(files, t->files[i], json_stringn(buf, len));
-          free(buf);
-        }
-      }
-      json_array_append_new(steps, files);
-    }
-  } else {
-    FILE *f = fopen(src, "r");
-    int taken = 0;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while (f && (n = getline(&line, &cap, f)) > 0) {
-      json_error_t je;
-      json_t *o = json_loadb(line, (size_t)n, 0, &je);
-      /* an episode line of `envctl export` ({"id", "steps": [{"files"}...]}): its steps,
-       * if it is the episode asked for (replay_episode) or the first one */
-      json_t *eps = json_object_get(o, "steps");
-      const char *want = ec_cfg_str(cfg, "replay_episode", NULL);
-      const char *id = json_string_value(json_object_get(o, "id"));
-      size_t k;
-      json_t *sv;
-      if (json_is_array(eps) && !taken && (!want || (id && !strcmp(want, id)))) {
-        json_array_foreach(eps, k, sv) {
-          json_t *files = ec_replay_files(json_object_get(sv, "files"));
-          if (json_object_size(files))
-            json_array_append_new(steps, files);
-          else
-            json_decref(files);
-        }
-        taken = 1;
-      }
-      json_t *files = ec_replay_files(json_object_get(o, "files"));
-      if (json_object_size(files))
-        json_array_append_new(steps, files);
-      else
-        json_decref(files);
-      json_decref(o);
-    }
-    free(line);
-    if (f) fclose(f);
-  }
-  if (json_array_size(steps) == 0) {
-    json_decref(steps);
-    return ka_seterr(err, errlen, KA_EINVAL, "replay %s: no recorded steps with files", src);
-  }
-  size_t i;
-  json_t *files;
-  int rc = KA_OK;
-  json_array_foreach(steps, i, files) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(files, k, v) {
-      char f[PATH_MAX * 2];
-      if (!ka_path_is_safe(k)) continue;
-      snprintf(f, sizeof f, "%s/%s", t->workspace, k);
-      ka_write_file(f, json_string_value(v), json_string_length(v));
-    }
-    json_t *r;
-    if ((rc = ec_step_submit(t, &r, err, errlen))) break;
-    int done = json_is_true(json_object_get(r, "truncated"));
-    json_decref(r);
-    if (done || ec_agent_interrupted) break;
-  }
-  json_decref(steps);
-  return rc;
-}
-
 /* ------------------------------------------------------------------ held-out scoring */
 
 char *ec_admin_token_load(const char *file, char *err, size_t errlen) {
@@ -964,25 +483,21 @@ static void ec_score(json_t *res, json_t *steps, int best) {
   json_object_set_new(res, "best_reward", json_real(bestr));
 }
 
-json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
-  char err[1024] = "";
-  const char *adapter = ec_cfg_str(agent_cfg, "adapter", "command");
-  /* the run's (or the command line's) reward mode wins over the agent config's */
-  int best = !strcmp(rq->reward ? rq->reward : ec_cfg_str(agent_cfg, "reward", "last"), "best");
-  int timeout_s = ec_cfg_int(agent_cfg, "timeout_s", 1800);
-  int max_steps = rq->max_steps > 0 ? rq->max_steps : ec_cfg_int(agent_cfg, "max_steps", 20);
-  const char *final_eval = ec_cfg_str(agent_cfg, "final_eval", "if_changed");
-  double started = ka_wall_s();
-  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
-                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
-                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
-                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
-                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
-  json_t *steps = NULL;
-  ka_mkdirs(rq->out_dir);
-  /* a config that cannot run fails here, before Reset: no episode on the server */
-  if (ec_adapter_check(agent_cfg, err, sizeof err)) goto fail;
-  /* reset */
+/* The submit callback of adapters that play steps themselves (ka_adapter_ops.play):
+ * one step of the workspace, through the step proxy. ctx is the ec_step_target. */
+static int ec_play_submit(void *ctx, int *done, char *err, size_t errlen) {
+  json_t *r;
+  int rc = ec_step_submit(ctx, &r, err, errlen);
+  if (rc) return rc;
+  *done = json_is_true(json_object_get(r, "truncated"));
+  json_decref(r);
+  return KA_OK;
+}
+
+/* Resets the episode of rq with options max_steps, run and label. Returns KA_OK with
+ * *rr (a Reset response; caller frees), or an error with the reason in err. */
+static int ec_agent_reset(ka_client *c, const ec_episode_req *rq, int max_steps,
+                          Kernelarena__V1__Response **rr, char *err, size_t errlen) {
   char steps_buf[32];
   snprintf(steps_buf, sizeof steps_buf, "%d", max_steps);
   Kernelarena__V1__ResetRequest__OptionsEntry opt[3], *optp[3];
@@ -1004,17 +519,171 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
   req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
   req.reset = &rs;
-  Kernelarena__V1__Response *rr;
-  if (ka_client_call(c, &req, rq->timeout_s * 1000, &rr, err, sizeof err)) goto fail;
-  if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
-    snprintf(err, sizeof err, "reset: %s: %s",
-             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR
-                 ? ka_error_code_name(rr->error->code)
-                 : "unexpected response",
-             rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? rr->error->message : "");
-    ka_client_free_response(rr);
-    goto fail;
+  int rc = ka_client_call(c, &req, rq->timeout_s * 1000, rr, err, errlen);
+  if (rc) return rc;
+  Kernelarena__V1__Response *r = *rr;
+  if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET) return KA_OK;
+  int is_err = r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR;
+  ka_seterr(err, errlen, KA_ESTATE, "reset: %s: %s",
+            is_err ? ka_error_code_name(r->error->code) : "unexpected response",
+            is_err ? r->error->message : "");
+  ka_client_free_response(r);
+  *rr = NULL;
+  return KA_ESTATE;
+}
+
+/* Copies the files of recorded step `step` (out_dir/steps/<step>/) to out_dir/final/. */
+static void ec_copy_final(const char *out_dir, int step) {
+  char from[PATH_MAX + 32], to[PATH_MAX + 32];
+  snprintf(from, sizeof from, "%s/steps/%d", out_dir, step);
+  snprintf(to, sizeof to, "%s/final", out_dir);
+  DIR *d = opendir(from);
+  struct dirent *de;
+  ka_mkdirs(to);
+  while (d && (de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    char a[PATH_MAX * 2], b[PATH_MAX * 2];
+    snprintf(a, sizeof a, "%s/%s", from, de->d_name);
+    snprintf(b, sizeof b, "%s/%s", to, de->d_name);
+    char *x;
+    size_t lx;
+    if (ka_read_file(a, 0, &x, &lx) == KA_OK) ka_write_file(b, x, lx), free(x);
   }
+  if (d) closedir(d);
+}
+
+/* episode.json's held_out record for the scored step of res (new reference): skipped
+ * without a step or after an interruption, an error without an admin token, else
+ * ec_held_out_score's. */
+static json_t *ec_held_out_record(ka_client *c, const json_t *res, const ec_episode_req *rq) {
+  json_t *ss = json_object_get(res, "scored_step");
+  if (!json_is_integer(ss))
+    return json_pack("{s:s, s:s}", "status", "skipped", "reason", "no final kernel (no step)");
+  if (ec_agent_interrupted)
+    return json_pack("{s:s, s:s}", "status", "skipped", "reason", "interrupted");
+  if (!rq->admin_token)
+    return json_pack("{s:s, s:s}", "status", "error", "error",
+                     "no admin token (give --admin-token-file or set KA_ADMIN_TOKEN when "
+                     "using --server)");
+  return ec_held_out_score(c, json_string_value(json_object_get(res, "episode_id")),
+                           (int)json_integer_value(ss), rq->admin_token, rq->timeout_s);
+}
+
+/* What ec_agent_cli starts the agent's CLI with. */
+typedef struct ec_cli_run {
+  const ka_adapter_ops *ad;
+  const json_t *cfg;       /* the agent config */
+  const char *ws;          /* the workspace */
+  const char *prompt;      /* the task prompt */
+  const char *prompt_path; /* the workspace's prompt.md: the CLI's stdin */
+  const char *episode;
+  const char *task;
+  const char *files;   /* the editable files, space-separated (KA_FILES) */
+  const char *out_dir; /* the episode folder: transcript, agent.stderr, mcp.json */
+  int timeout_s;       /* the agent's time limit */
+  ec_proxy *px;        /* the step proxy (its address is the agent's KA_SERVER) */
+} ec_cli_run;
+
+/* Runs the CLI of adapter r->ad in the workspace through the agents' process runner:
+ * the MCP config when the config asks for it, the command line (recorded in agent.argv,
+ * a prompt argument as "<prompt>"), the agent's environment (KA_SERVER = the proxy,
+ * KA_EPISODE, KA_WORKSPACE, KA_PROMPT_FILE, KA_TASK, KA_FILES, KA_PROMPT, envctl's folder
+ * first on PATH), then the result into agent (exit_code, timed_out, interrupted, wall_s,
+ * timeout_s, transcript, stderr) and the transcript's tokens into usage and *cost. A CLI
+ * that could not be started is said in cli_err. Returns KA_OK, or KA_EINVAL when the
+ * command line cannot be built (reason in err; nothing started). */
+static int ec_agent_cli(const ec_cli_run *r, json_t *agent, json_t *usage, double *cost,
+                        char *cli_err, size_t cli_errlen, char *err, size_t errlen) {
+  char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
+  ka_exe_dir(exe, sizeof exe);
+  if (ka_cfg_bool(r->cfg, "mcp", 0)) {
+    snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", r->out_dir);
+    char envctl_path[PATH_MAX + 16];
+    snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
+    json_t *m =
+        json_pack("{s:{s:{s:s, s:s, s:[s, s, s], s:{s:s, s:s}}}}", "mcpServers", "kernelarena",
+                  "type", "stdio", "command", envctl_path, "args", "mcp", "--workspace", r->ws,
+                  "env", "KA_SERVER", r->px->url, "KA_EPISODE", r->episode);
+    json_dump_file(m, mcp_path, JSON_INDENT(2));
+    json_decref(m);
+  }
+  ka_argv av = {0};
+  ka_agent_ctx actx = {
+      .workspace = r->ws, .prompt = r->prompt, .mcp_config = mcp_path[0] ? mcp_path : NULL};
+  if (r->ad->argv(r->cfg, &actx, &av, err, errlen)) return KA_EINVAL;
+  /* environment of the agent */
+  char e_srv[700], e_ep[200], e_ws[PATH_MAX + 16], e_pf[PATH_MAX + 32], e_task[300], e_path[16384],
+      e_files[4096];
+  char *e_prompt = malloc(strlen(r->prompt) + 16);
+  snprintf(e_srv, sizeof e_srv, "KA_SERVER=%s", r->px->url);
+  snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", r->episode);
+  snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", r->ws);
+  snprintf(e_pf, sizeof e_pf, "KA_PROMPT_FILE=%s", r->prompt_path);
+  snprintf(e_task, sizeof e_task, "KA_TASK=%s", r->task);
+  snprintf(e_files, sizeof e_files, "KA_FILES=%s", r->files);
+  const char *path = getenv("PATH");
+  snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
+  sprintf(e_prompt, "KA_PROMPT=%s", r->prompt);
+  char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
+  const char *tname = r->ad->transcript ? r->ad->transcript(r->cfg) : "transcript.jsonl";
+  char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
+  snprintf(tpath, sizeof tpath, "%s/%s", r->out_dir, tname);
+  snprintf(epath, sizeof epath, "%s/agent.stderr", r->out_dir);
+  json_t *cmdline = json_array();
+  for (int i = 0; i < av.n; i++)
+    json_array_append_new(
+        cmdline, json_string(i == av.n - 1 && r->ad->prompt_last_arg ? "<prompt>" : av.v[i]));
+  json_object_set_new(agent, "argv", cmdline);
+  ka_agent_proc proc = {.argv = av.v,
+                        .cwd = r->ws,
+                        .env = env,
+                        .stdin_path = r->prompt_path,
+                        .stdout_path = tpath,
+                        .stderr_path = epath,
+                        .timeout_s = r->timeout_s,
+                        .grace_s = 2,
+                        .interrupted = &ec_agent_interrupted};
+  ka_agent_proc_result pr;
+  r->px->t0 = ka_now_s();
+  int rc = ka_agent_run(&proc, &pr);
+  free(e_prompt);
+  ka_argv_free(&av);
+  if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
+  json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
+  json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
+  json_object_set_new(agent, "interrupted", json_boolean(pr.interrupted));
+  json_object_set_new(agent, "wall_s", json_real(pr.wall_s));
+  json_object_set_new(agent, "timeout_s", json_integer(r->timeout_s));
+  json_object_set_new(agent, "transcript", json_string(tname));
+  json_object_set_new(agent, "stderr", json_string("agent.stderr"));
+  *cost = ka_transcript_usage(tpath, usage, agent);
+  if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
+    snprintf(cli_err, cli_errlen, "the agent CLI could not be started (exit %d; see %s)",
+             pr.exit_code, epath);
+  return KA_OK;
+}
+
+json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
+  char err[1024] = "";
+  const char *adapter = ka_cfg_str(agent_cfg, "adapter", "command");
+  /* the run's (or the command line's) reward mode wins over the agent config's */
+  int best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
+  int timeout_s = ka_cfg_int(agent_cfg, "timeout_s", 1800);
+  int max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
+  const char *final_eval = ka_cfg_str(agent_cfg, "final_eval", "if_changed");
+  double started = ka_wall_s();
+  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
+                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
+                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
+                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
+                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
+  json_t *steps = NULL;
+  ka_mkdirs(rq->out_dir);
+  /* a config that cannot run fails here, before Reset: no episode on the server */
+  if (ka_adapter_check(agent_cfg, err, sizeof err)) goto fail;
+  /* reset */
+  Kernelarena__V1__Response *rr;
+  if (ec_agent_reset(c, rq, max_steps, &rr, err, sizeof err)) goto fail;
   Kernelarena__V1__ResetResponse *reset = rr->reset;
   const Kernelarena__V1__Observation *obs = reset->observation;
   json_object_set_new(res, "episode_id", json_string(reset->episode_id));
@@ -1070,79 +739,35 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   json_t *usage = json_object();
   char cli_err[PATH_MAX + 128] = "";
   double cost = NAN;
-  if (!strcmp(adapter, "replay")) {
+  const ka_adapter_ops *ad = ka_adapter_find(adapter); /* known: checked above */
+  if (ad->play) {
     double t0 = ka_now_s();
-    if (ec_replay(agent_cfg, &tgt, err, sizeof err))
+    if (ad->play(agent_cfg, tgt.workspace, tgt.files, tgt.nfiles, ec_play_submit, &tgt,
+                 &ec_agent_interrupted, err, sizeof err))
       json_object_set_new(agent, "error", json_string(err));
     err[0] = 0;
     json_object_set_new(agent, "wall_s", json_real(ka_now_s() - t0));
     json_object_set_new(agent, "exit_code", json_integer(0));
     json_object_set_new(agent, "timed_out", json_false());
   } else {
-    char mcp_path[PATH_MAX + 32] = "", exe[PATH_MAX] = "";
-    ka_exe_dir(exe, sizeof exe);
-    if (ec_cfg_bool(agent_cfg, "mcp", 0)) {
-      snprintf(mcp_path, sizeof mcp_path, "%s/mcp.json", rq->out_dir);
-      char envctl_path[PATH_MAX + 16];
-      snprintf(envctl_path, sizeof envctl_path, "%s/envctl", exe);
-      json_t *m =
-          json_pack("{s:{s:{s:s, s:s, s:[s, s, s], s:{s:s, s:s}}}}", "mcpServers", "kernelarena",
-                    "type", "stdio", "command", envctl_path, "args", "mcp", "--workspace", ws,
-                    "env", "KA_SERVER", px.url, "KA_EPISODE", reset->episode_id);
-      json_dump_file(m, mcp_path, JSON_INDENT(2));
-      json_decref(m);
-    }
-    ec_argv av = {0};
-    if (ec_adapter_argv(adapter, agent_cfg, ws, obs->prompt, mcp_path[0] ? mcp_path : NULL, &av,
-                        err, sizeof err)) {
+    ec_cli_run run = {.ad = ad,
+                      .cfg = agent_cfg,
+                      .ws = ws,
+                      .prompt = obs->prompt,
+                      .prompt_path = prompt_path,
+                      .episode = reset->episode_id,
+                      .task = rq->task,
+                      .files = files_env.s ? files_env.s : "",
+                      .out_dir = rq->out_dir,
+                      .timeout_s = timeout_s,
+                      .px = &px};
+    if (ec_agent_cli(&run, agent, usage, &cost, cli_err, sizeof cli_err, err, sizeof err)) {
       ec_step_target_free(&tgt);
       ec_proxy_stop(&px);
       ka_sb_free(&files_env);
       json_decref(agent), json_decref(usage);
       goto close;
     }
-    /* environment of the agent */
-    char e_srv[700], e_ep[200], e_ws[PATH_MAX + 16], e_pf[PATH_MAX + 32], e_task[300],
-        e_path[16384], e_files[4096];
-    char *e_prompt = malloc(strlen(obs->prompt) + 16);
-    snprintf(e_srv, sizeof e_srv, "KA_SERVER=%s", px.url);
-    snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", reset->episode_id);
-    snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", ws);
-    snprintf(e_pf, sizeof e_pf, "KA_PROMPT_FILE=%s", prompt_path);
-    snprintf(e_task, sizeof e_task, "KA_TASK=%s", rq->task);
-    snprintf(e_files, sizeof e_files, "KA_FILES=%s", files_env.s ? files_env.s : "");
-    const char *path = getenv("PATH");
-    snprintf(e_path, sizeof e_path, "PATH=%s:%s", exe, path ? path : "/usr/bin:/bin");
-    sprintf(e_prompt, "KA_PROMPT=%s", obs->prompt);
-    char *env[] = {e_srv, e_ep, e_ws, e_pf, e_task, e_files, e_path, e_prompt, NULL};
-    const char *tname = !strcmp(adapter, "command") && !ec_cfg_bool(agent_cfg, "stream_json", 0)
-                            ? "transcript.txt"
-                            : "transcript.jsonl";
-    char tpath[PATH_MAX + 32], epath[PATH_MAX + 32];
-    snprintf(tpath, sizeof tpath, "%s/%s", rq->out_dir, tname);
-    snprintf(epath, sizeof epath, "%s/agent.stderr", rq->out_dir);
-    json_t *cmdline = json_array();
-    for (int i = 0; i < av.n; i++)
-      json_array_append_new(
-          cmdline, json_string(i == av.n - 1 && !strcmp(adapter, "cursor") ? "<prompt>" : av.v[i]));
-    json_object_set_new(agent, "argv", cmdline);
-    ec_proc_result pr;
-    px.t0 = ka_now_s();
-    int rc = ec_run_cli(av.v, ws, env, prompt_path, tpath, epath, timeout_s, &pr);
-    free(e_prompt);
-    ec_argv_free(&av);
-    if (rc) json_object_set_new(agent, "error", json_string("fork failed"));
-    json_object_set_new(agent, "exit_code", json_integer(pr.exit_code));
-    json_object_set_new(agent, "timed_out", json_boolean(pr.timed_out));
-    json_object_set_new(agent, "interrupted", json_boolean(pr.interrupted));
-    json_object_set_new(agent, "wall_s", json_real(pr.wall_s));
-    json_object_set_new(agent, "timeout_s", json_integer(timeout_s));
-    json_object_set_new(agent, "transcript", json_string(tname));
-    json_object_set_new(agent, "stderr", json_string("agent.stderr"));
-    cost = ec_transcript_usage(tpath, usage, agent);
-    if (pr.exit_code == 126 || pr.exit_code == 127) /* the shell's "cannot execute" codes */
-      snprintf(cli_err, sizeof cli_err, "the agent CLI could not be started (exit %d; see %s)",
-               pr.exit_code, epath);
   }
   ka_sb_free(&files_env);
   /* a step the agent started before it ended is still recorded (the proxy finishes it) */
@@ -1150,7 +775,7 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
     usleep(20000);
   /* the final workspace, if the agent changed it after its last step */
   int final_done = 0;
-  if (!ec_agent_interrupted && !cli_err[0] && strcmp(adapter, "replay") && px.steps < max_steps &&
+  if (!ec_agent_interrupted && !cli_err[0] && ad->final_eval && px.steps < max_steps &&
       (!strcmp(final_eval, "always") || (!strcmp(final_eval, "if_changed") &&
                                          ec_workspace_changed(ws, rq->out_dir, px.steps, &tgt)))) {
     atomic_store(&px.stop, 1); /* marks the step as the adapter's; the proxy keeps serving */
@@ -1179,15 +804,8 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
   json_object_set_new(res, "agent", agent);
   if (cli_err[0]) snprintf(err, sizeof err, "%s", cli_err);
 
-close:;
-  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
-  cl.episode_id = reset->episode_id;
-  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
-  creq.close = &cl;
-  Kernelarena__V1__Response *cr;
-  char e2[256];
-  if (ka_client_call(c, &creq, 30000, &cr, e2, sizeof e2) == KA_OK) ka_client_free_response(cr);
+close:
+  ec_close_episode(c, reset->episode_id, 30000);
   ka_client_free_response(rr);
 fail:
   if (!steps) steps = json_array();
@@ -1205,41 +823,10 @@ fail:
   }
   /* the scored step's files are the episode's final kernel */
   json_t *ss = json_object_get(res, "scored_step");
-  if (json_is_integer(ss)) {
-    char from[PATH_MAX + 32], to[PATH_MAX + 32];
-    snprintf(from, sizeof from, "%s/steps/%d", rq->out_dir, (int)json_integer_value(ss));
-    snprintf(to, sizeof to, "%s/final", rq->out_dir);
-    DIR *d = opendir(from);
-    struct dirent *de;
-    ka_mkdirs(to);
-    while (d && (de = readdir(d))) {
-      if (de->d_name[0] == '.') continue;
-      char a[PATH_MAX * 2], b[PATH_MAX * 2];
-      snprintf(a, sizeof a, "%s/%s", from, de->d_name);
-      snprintf(b, sizeof b, "%s/%s", to, de->d_name);
-      char *x;
-      size_t lx;
-      if (ka_read_file(a, 0, &x, &lx) == KA_OK) ka_write_file(b, x, lx), free(x);
-    }
-    if (d) closedir(d);
-  }
+  if (json_is_integer(ss)) ec_copy_final(rq->out_dir, (int)json_integer_value(ss));
   /* held-out scoring of the final kernel (the scored step), after Close: nothing the
    * agent can still do reaches it */
-  json_t *ho = json_null();
-  if (rq->held_out) {
-    if (!json_is_integer(ss))
-      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "no final kernel (no step)");
-    else if (ec_agent_interrupted)
-      ho = json_pack("{s:s, s:s}", "status", "skipped", "reason", "interrupted");
-    else if (!rq->admin_token)
-      ho = json_pack("{s:s, s:s}", "status", "error", "error",
-                     "no admin token (give --admin-token-file or set KA_ADMIN_TOKEN when "
-                     "using --server)");
-    else
-      ho = ec_held_out_score(c, json_string_value(json_object_get(res, "episode_id")),
-                             (int)json_integer_value(ss), rq->admin_token, rq->timeout_s);
-  }
-  json_object_set_new(res, "held_out", ho);
+  json_object_set_new(res, "held_out", rq->held_out ? ec_held_out_record(c, res, rq) : json_null());
   json_object_set_new(res, "finished_at", json_real(ka_wall_s()));
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/episode.json", rq->out_dir);
@@ -1258,249 +845,4 @@ void ec_agent_install_signals(void) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
-}
-
-const char *ec_find_tasks_dir(const char *given, char *buf, size_t len) {
-  if (given) return given;
-  struct stat st;
-  if (stat("tasks", &st) == 0 && S_ISDIR(st.st_mode)) return "tasks";
-  char exe[PATH_MAX];
-  if (ka_exe_dir(exe, sizeof exe) == KA_OK) {
-    char b[PATH_MAX + 32];
-    snprintf(b, sizeof b, "%s/../../tasks", exe);
-    char *r = realpath(b, NULL);
-    if (r) {
-      snprintf(buf, len, "%s", r);
-      free(r);
-      return buf;
-    }
-  }
-  return "tasks";
-}
-
-/* Sets key=value in an agent config object (value parsed as YAML would be: integers
- * and booleans become numbers and booleans, except for the settings that are always
- * text, e.g. command=true is the shell command `true`). */
-int ec_cfg_set(json_t *cfg, const char *kv) {
-  const char *eq = strchr(kv, '=');
-  if (!eq || eq == kv) return KA_EINVAL;
-  char *key = strndup(kv, (size_t)(eq - kv));
-  const char *v = eq + 1;
-  char *end;
-  long long n = strtoll(v, &end, 10);
-  json_t *jv;
-  /* settings that are always text, whatever they look like ("command=true") */
-  static const char *const text_keys[] = {"command", "bin",    "model",          "effort",
-                                          "replay",  "reward", "replay_episode", NULL};
-  int text = 0;
-  for (int i = 0; text_keys[i] && !text; i++) text = !strcmp(key, text_keys[i]);
-  if (text)
-    jv = json_string(v);
-  else if (*v && !*end)
-    jv = json_integer(n);
-  else if (!strcmp(v, "true") || !strcmp(v, "false"))
-    jv = json_boolean(!strcmp(v, "true"));
-  else
-    jv = json_string(v);
-  json_object_set_new(cfg, key, jv);
-  free(key);
-  return KA_OK;
-}
-
-int ec_agent_main(int argc, char **argv) {
-  static const struct option opts[] = {{"task", required_argument, 0, 't'},
-                                       {"adapter", required_argument, 0, 'a'},
-                                       {"config", required_argument, 0, 'c'},
-                                       {"set", required_argument, 0, 'x'},
-                                       {"out", required_argument, 0, 'O'},
-                                       {"seed", required_argument, 0, 'S'},
-                                       {"max-steps", required_argument, 0, 'n'},
-                                       {"reward", required_argument, 0, 'r'},
-                                       {"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 'T'},
-                                       {"backends", required_argument, 0, 'b'},
-                                       {"timeout", required_argument, 0, 'o'},
-                                       {"held-out", no_argument, 0, 'H'},
-                                       {"admin-token-file", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-  json_t *cfg = json_object();
-  const char *token_file = NULL;
-  char *token = NULL;
-  ec_episode_req rq = {.timeout_s = 900, .run = "default"};
-  ec_opts o = {0};
-  const char *out = NULL;
-  char err[1024];
-  int c, rc = 2;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-      case 't':
-        rq.task = optarg;
-        break;
-      case 'a':
-        json_object_set_new(cfg, "adapter", json_string(optarg));
-        break;
-      case 'c': {
-        json_t *y = ec_yaml_load(optarg, err, sizeof err);
-        json_t *a = json_object_get(y, "agent");
-        if (!json_is_object(a)) a = y;
-        if (!json_is_object(a)) {
-          fprintf(stderr, "envctl agent: %s\n", y ? "the config is not a mapping" : err);
-          json_decref(y);
-          goto out;
-        }
-        json_object_update(cfg, a);
-        json_decref(y);
-        break;
-      }
-      case 'x':
-        if (ec_cfg_set(cfg, optarg)) {
-          fprintf(stderr, "envctl agent: --set needs KEY=VALUE\n");
-          goto out;
-        }
-        break;
-      case 'O':
-        out = optarg;
-        break;
-      case 'S':
-        rq.seed = strtoull(optarg, NULL, 0);
-        rq.has_seed = 1;
-        break;
-      case 'n':
-        rq.max_steps = atoi(optarg);
-        break;
-      case 'r':
-        rq.reward = optarg;
-        break;
-      case 's':
-        o.server = optarg;
-        break;
-      case 'T':
-        o.tasks = optarg;
-        break;
-      case 'b':
-        o.backends = optarg;
-        break;
-      case 'o':
-        rq.timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
-        break;
-      case 'H':
-        rq.held_out = 1;
-        break;
-      case 'A':
-        token_file = optarg;
-        break;
-      case 'v':
-        o.verbose = 1;
-        break;
-      case 'h':
-        printf(
-            "usage: envctl agent --task ID --adapter NAME [--config FILE] [--set KEY=VALUE]...\n"
-            "                    [--out DIR] [--seed S] [--max-steps N] [--reward last|best]\n"
-            "                    [--held-out [--admin-token-file PATH]]\n"
-            "                    [--server URL] [--tasks DIR] [--backends LIST]\n"
-            "                    [--timeout S] [--verbose]\n"
-            "Runs one episode with a coding-agent adapter (claude_code, codex, cursor, command,\n"
-            "replay) and writes DIR/episode.json, the transcript and every step's files.\n"
-            "See docs/agents.md.\n");
-        rc = 0;
-        goto out;
-      default:
-        goto out;
-    }
-  }
-  if (!rq.task || optind < argc) {
-    fprintf(stderr, "envctl agent: %s\n",
-            optind < argc ? "unexpected argument" : "needs --task ID (see `envctl tasks`)");
-    goto out;
-  }
-  /* before any request and before --out is made: nothing is recorded */
-  if (ec_adapter_check(cfg, err, sizeof err)) {
-    fprintf(stderr, "envctl agent: %s\n", err);
-    goto out;
-  }
-  char tbuf[PATH_MAX];
-  o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
-  ec_agent_install_signals();
-  ec_embedded emb = {0};
-  const char *url = o.server;
-  if (!url) {
-    if (ec_embedded_start(&o, &emb, err, sizeof err)) {
-      fprintf(stderr, "envctl agent: %s\n", err);
-      rc = 1;
-      goto out;
-    }
-    url = emb.url;
-  }
-  /* the server answers before --out is made: an unreachable one leaves nothing behind */
-  ka_client *cl;
-  if (ec_server_open(url, rq.timeout_s, &cl, err, sizeof err)) {
-    fprintf(stderr, "envctl agent: %s\n", err);
-    rc = 1;
-    goto stop;
-  }
-  char outbuf[PATH_MAX];
-  if (!out) {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(outbuf, sizeof outbuf, "%s/kernelarena-agent-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(outbuf)) {
-      perror("mkdtemp");
-      ka_client_close(cl);
-      rc = 1;
-      goto stop;
-    }
-    out = outbuf;
-  }
-  char absout[PATH_MAX];
-  ka_mkdirs(out);
-  if (!realpath(out, absout)) snprintf(absout, sizeof absout, "%s", out);
-  rq.out_dir = absout;
-  if (rq.held_out) {
-    char tp[PATH_MAX];
-    snprintf(tp, sizeof tp, "%s/admin.token", emb.state);
-    token = ec_admin_token_load(o.server ? token_file : tp, err, sizeof err);
-    if (!token) fprintf(stderr, "envctl agent: held-out scoring: %s\n", err);
-    rq.admin_token = token;
-  }
-  {
-    json_t *res = ec_agent_episode(cl, cfg, &rq);
-    ka_client_close(cl);
-    const char *st = json_string_value(json_object_get(res, "status"));
-    printf("episode %s: task %s, adapter %s, %s, %d step%s, reward %.2f (%s step: %lld)\n",
-           json_string_value(json_object_get(res, "episode_id"))
-               ? json_string_value(json_object_get(res, "episode_id"))
-               : "-",
-           rq.task, ec_cfg_str(cfg, "adapter", "command"), st,
-           (int)json_integer_value(json_object_get(res, "n_steps")),
-           json_integer_value(json_object_get(res, "n_steps")) == 1 ? "" : "s",
-           json_number_value(json_object_get(res, "reward")),
-           json_string_value(json_object_get(res, "reward_mode")),
-           (long long)json_integer_value(json_object_get(res, "scored_step")));
-    if (json_is_string(json_object_get(res, "error")))
-      fprintf(stderr, "envctl agent: %s\n", json_string_value(json_object_get(res, "error")));
-    json_t *ho = json_object_get(res, "held_out");
-    if (json_is_object(ho)) {
-      json_t *hs = json_object_get(ho, "speedup_geomean"), *gap = json_object_get(ho, "gap");
-      const char *why = json_string_value(json_object_get(ho, "error"));
-      if (!why) why = json_string_value(json_object_get(ho, "reason"));
-      printf("held-out: %s", json_string_value(json_object_get(ho, "status")));
-      if (json_is_number(hs)) printf(", speedup %.3fx", json_number_value(hs));
-      if (json_is_number(gap))
-        printf(", gap %.3f (held-out / shown speedup)", json_number_value(gap));
-      if (why) printf(" (%s)", why);
-      printf("\n");
-    }
-    printf("results: %s/episode.json\n", absout);
-    rc = !strcmp(st, "error") || !strcmp(st, "interrupted") ? 1 : 0;
-    json_decref(res);
-  }
-stop:
-  if (!o.server) ec_embedded_stop(&emb, 0);
-out:
-  if (token) memset(token, 0, strlen(token));
-  free(token);
-  json_decref(cfg);
-  return rc;
 }

@@ -25,7 +25,7 @@ typedef struct ec_step_target {
   char *files[EC_MAX_FILES]; /* editable file names (owned) */
   int nfiles;
   int step;      /* steps taken, as far as this workspace knows */
-  int timeout_s; /* per Step request; default 900 */
+  int timeout_s; /* per Step request; default KA_OPT_REQUEST_TIMEOUT_S */
 } ec_step_target;
 
 /* Resolves the target of `envctl step`: each of server / episode comes from the
@@ -99,45 +99,16 @@ char *ec_admin_token_load(const char *file, char *err, size_t errlen);
  * out_dir/episode.json, steps.jsonl, steps/<n>/, final/, workspace/ and the transcript.
  * Never fails as a call: errors (reset refused, the CLI could not be started, ...) are
  * recorded in the returned result (status "error", reward 0), which the caller owns; a
- * config that ec_adapter_check refuses is recorded so before any Reset is sent. */
+ * config that ka_adapter_check (agents.h) refuses is recorded so before any Reset is sent. */
 json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq);
-
-/* 1 if name is an adapter: claude_code, codex, cursor, command, replay. */
-int ec_adapter_known(const char *name);
-
-/* Checks an agent config before anything is asked of a server, so that a config that
- * cannot run records no episode: the adapter is known (default command); command has
- * a non-empty command; replay names an existing file, or a folder with steps/1/ or 1/;
- * claude_code, codex and cursor find their CLI (bin, default claude, codex,
- * cursor-agent) as a path or on envctl's folder or $PATH. Returns KA_OK, or KA_EINVAL /
- * KA_ENOENT with the reason in err. Reads the file system only; thread-safe. */
-int ec_adapter_check(const json_t *cfg, char *err, size_t errlen);
-
-/* Opens a client on url and waits for the server to answer Health, up to timeout_s
- * seconds but at most 10 s (a server that does not answer a Health request within 10 s
- * is not up), so that a wrong or dead --server fails at once with the address and a
- * hint instead of a request timing out later. Returns KA_OK with *out (caller closes),
- * else KA_ETIMEDOUT, KA_EINVAL (bad URL) or KA_ENOMEM with the reason in err; nothing is
- * left open then. */
-int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen);
 
 /* Sets KEY=VALUE in a config object; integers and true/false are typed. KA_EINVAL if
  * there is no '='. */
 int ec_cfg_set(json_t *cfg, const char *kv);
 
-/* The task folder: given, else ./tasks, else the source tree's tasks/ beside the
- * executable's build folder. May return buf. */
-const char *ec_find_tasks_dir(const char *given, char *buf, size_t len);
-
 /* SIGINT/SIGTERM set ec_agent_interrupted (agents are then stopped, episodes closed and
  * recorded as interrupted); SIGPIPE is ignored. */
 void ec_agent_install_signals(void);
 extern volatile sig_atomic_t ec_agent_interrupted;
-
-/* Sub-command entry points: argv[0] is the command name; return the exit code. */
-int ec_step_main(int argc, char **argv);
-int ec_mcp_main(int argc, char **argv);
-int ec_agent_main(int argc, char **argv);
-int ec_run_main(int argc, char **argv);
 
 #endif

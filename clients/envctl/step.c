@@ -13,6 +13,7 @@
 #include "agent.h"
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 json_t *ec_json_num(double x) {
   return isfinite(x) ? json_real(x) : json_null();
@@ -32,7 +33,7 @@ static void ec_add_file(ec_step_target *t, const char *name, size_t n) {
 int ec_step_target_load(const char *ws, const char *server, const char *episode, ec_step_target *t,
                         char *err, size_t errlen) {
   memset(t, 0, sizeof *t);
-  t->timeout_s = 900;
+  t->timeout_s = KA_OPT_REQUEST_TIMEOUT_S;
   if (!ws) ws = getenv("KA_WORKSPACE");
   if (ws && *ws)
     snprintf(t->workspace, sizeof t->workspace, "%s", ws);
@@ -272,78 +273,4 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
 out:
   for (int i = 0; i < n; i++) free(bufs[i]);
   return rc;
-}
-
-int ec_step_main(int argc, char **argv) {
-  static const struct option opts[] = {{"workspace", required_argument, 0, 'w'},
-                                       {"server", required_argument, 0, 's'},
-                                       {"episode", required_argument, 0, 'e'},
-                                       {"timeout", required_argument, 0, 'o'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-  const char *ws = NULL, *server = NULL, *episode = NULL;
-  int as_json = 0, timeout_s = 900, c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-      case 'w':
-        ws = optarg;
-        break;
-      case 's':
-        server = optarg;
-        break;
-      case 'e':
-        episode = optarg;
-        break;
-      case 'j':
-        as_json = 1;
-        break;
-      case 'o':
-        timeout_s = atoi(optarg);
-        if (timeout_s < 1) {
-          fprintf(stderr, "envctl step: --timeout needs a positive integer\n");
-          return 2;
-        }
-        break;
-      case 'h':
-        printf(
-            "usage: envctl step [--workspace DIR] [--server URL] [--episode ID] [--json]\n"
-            "Submits the editable files of the workspace as one step of the episode and\n"
-            "prints the result (also written to .kernelarena/last_result.json).\n"
-            "Defaults: $KA_WORKSPACE or the current folder, $KA_SERVER, $KA_EPISODE,\n"
-            "$KA_FILES, else .kernelarena/episode.json in the workspace.\n");
-        return 0;
-      default:
-        return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "envctl step: unexpected argument '%s'\n", argv[optind]);
-    return 2;
-  }
-  char err[1024];
-  ec_step_target t;
-  if (ec_step_target_load(ws, server, episode, &t, err, sizeof err)) {
-    fprintf(stderr, "envctl step: %s\n", err);
-    return 2;
-  }
-  t.timeout_s = timeout_s;
-  json_t *r;
-  int rc = ec_step_submit(&t, &r, err, sizeof err);
-  ec_step_target_free(&t);
-  if (rc) {
-    fprintf(stderr, "envctl step: %s\n", err);
-    return 1;
-  }
-  if (as_json) {
-    json_dumpf(r, stdout, JSON_INDENT(2));
-    printf("\n");
-  } else {
-    char *s = ec_step_summary(r);
-    fputs(s, stdout);
-    free(s);
-  }
-  json_decref(r);
-  return 0;
 }

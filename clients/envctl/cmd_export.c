@@ -19,6 +19,7 @@
 
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 /* A double as JSON: null for NaN or infinity (JSON has neither). */
 static json_t *ex_real(double v) {
@@ -93,28 +94,6 @@ static json_t *ec_episode_json(const Kernelarena__V1__EpisodeRecord *e) {
                    e->close_reason, "truncated", truncated, "steps", steps);
 }
 
-int ec_get_episode(ka_client *c, const char *id, int omit_files, int timeout_ms,
-                   Kernelarena__V1__Response **out) {
-  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__GetEpisodeRequest g = KERNELARENA__V1__GET_EPISODE_REQUEST__INIT;
-  g.episode_id = (char *)id;
-  g.omit_files = omit_files;
-  req.body_case = KERNELARENA__V1__REQUEST__BODY_GET_EPISODE;
-  req.get_episode = &g;
-  char err[512];
-  if (ka_client_call(c, &req, timeout_ms, out, err, sizeof err)) {
-    fprintf(stderr, "envctl: get episode %s: %s\n", id, err);
-    return 1;
-  }
-  if ((*out)->body_case != KERNELARENA__V1__RESPONSE__BODY_GET_EPISODE) {
-    ec_print_error(id, *out);
-    ka_client_free_response(*out);
-    *out = NULL;
-    return 1;
-  }
-  return 0;
-}
-
 /* Prints one episode as a JSON line. Returns 0 or 1. */
 static int ex_one(ka_client *c, const char *id, int omit_files, int timeout_ms) {
   Kernelarena__V1__Response *r;
@@ -131,7 +110,7 @@ static int ex_one(ka_client *c, const char *id, int omit_files, int timeout_ms) 
   return rc;
 }
 
-int ec_export_main(int argc, char **argv) {
+int cmd_export(int argc, char **argv) {
   static const struct option opts[] = {{"server", required_argument, 0, 's'},
                                        {"run", required_argument, 0, 'r'},
                                        {"episode", required_argument, 0, 'e'},
@@ -140,8 +119,8 @@ int ec_export_main(int argc, char **argv) {
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = NULL, *run = NULL, *episode = NULL;
-  int omit = 0, timeout_s = 60, ch;
-  optind = 2;
+  int omit = 0, timeout_s = KA_OPT_EXPORT_TIMEOUT_S, ch;
+  optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
       case 's':
@@ -157,7 +136,7 @@ int ec_export_main(int argc, char **argv) {
         omit = 1;
         break;
       case 'o':
-        timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 60;
+        if (ka_opt_timeout_s("envctl", "timeout", optarg, &timeout_s)) return 2;
         break;
       case 'h':
         printf(

@@ -1,4 +1,5 @@
-/* `envctl episode`: reset, let the agent act, step, print, repeat. */
+/* envctl episode --task ID [--agent baseline|command:CMD|files:DIR]: reset, let the agent
+ * act, step, print, repeat. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
 
@@ -64,40 +66,27 @@ static int ec_write_dir(const char *dir, const Kernelarena__V1__Observation *obs
   return ka_write_file(p, obs->prompt, strlen(obs->prompt)) ? 1 : 0;
 }
 
-/* Runs a command agent in the workspace with a time limit; its process group is
- * killed at the end. */
+/* Runs a command agent (`/bin/sh -c cmd`) in the workspace through the agents' process
+ * runner (its own process group, killed at the end; no KA_ADMIN_TOKEN), with a time
+ * limit. Returns its exit status, or -1 (killed, timed out, could not start). */
 static int ec_run_agent(const char *cmd, const char *ws, const char *episode, int step,
                         int timeout_s) {
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (chdir(ws) != 0) _exit(126);
-    char buf[64];
-    setenv("KA_WORKSPACE", ws, 1);
-    setenv("KA_EPISODE", episode, 1);
-    snprintf(buf, sizeof buf, "%d", step);
-    setenv("KA_STEP", buf, 1);
-    setenv("KA_PROMPT_FILE", "prompt.md", 1);
-    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  double deadline = ka_now_s() + timeout_s;
-  int st = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
-    if (ka_now_s() > deadline) {
-      fprintf(stderr, "envctl: agent exceeded %d s; killing it\n", timeout_s);
-      kill(-pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      return -1;
-    }
-    usleep(50000);
-  }
-  kill(-pid, SIGKILL); /* whatever it left behind */
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  char e_ws[PATH_MAX + 16], e_ep[200], e_step[32];
+  snprintf(e_ws, sizeof e_ws, "KA_WORKSPACE=%s", ws);
+  snprintf(e_ep, sizeof e_ep, "KA_EPISODE=%s", episode);
+  snprintf(e_step, sizeof e_step, "KA_STEP=%d", step);
+  char *env[] = {e_ws, e_ep, e_step, "KA_PROMPT_FILE=prompt.md", NULL};
+  char *argv[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+  ka_agent_proc p = {.argv = argv,
+                     .cwd = ws,
+                     .env = env,
+                     .timeout_s = timeout_s,
+                     .grace_s = 0,
+                     .interrupted = NULL};
+  ka_agent_proc_result r;
+  if (ka_agent_run(&p, &r)) return -1;
+  if (r.timed_out) fprintf(stderr, "envctl: agent exceeded %d s; killing it\n", timeout_s);
+  return r.exit_code;
 }
 
 static void ec_print_obs_device(const Kernelarena__V1__Device *d) {
@@ -163,7 +152,8 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
   if (verbose)
     ec_print_log("runtime log", o->runtime_log, 200);
   else if (o->status == KERNELARENA__V1__STATUS__RUNTIME_ERROR ||
-           o->status == KERNELARENA__V1__STATUS__OOM || o->status == KERNELARENA__V1__STATUS__TIMEOUT)
+           o->status == KERNELARENA__V1__STATUS__OOM ||
+           o->status == KERNELARENA__V1__STATUS__TIMEOUT)
     ec_print_log("runtime log", o->runtime_log, 20);
   if (o->telemetry && o->telemetry->valid)
     printf("  telemetry: SM %d MHz, memory %d MHz, %d C, %.0f W\n", o->telemetry->sm_clock_mhz,
@@ -171,7 +161,7 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
   fflush(stdout);
 }
 
-int ec_episode(ka_client *c, const ec_opts *o) {
+static int ec_episode(ka_client *c, const ec_opts *o) {
   char err[1024];
   int timeout_ms = o->timeout_s * 1000;
   if (!strncmp(o->agent, "files:", 6)) {
@@ -313,17 +303,20 @@ int ec_episode(ka_client *c, const ec_opts *o) {
     ka_client_free_response(sr);
     if (done) break;
   }
-  /* close */
-  Kernelarena__V1__Request creq = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;
-  cl.episode_id = reset->episode_id;
-  creq.body_case = KERNELARENA__V1__REQUEST__BODY_CLOSE;
-  creq.close = &cl;
-  Kernelarena__V1__Response *cr;
-  if (ka_client_call(c, &creq, timeout_ms, &cr, err, sizeof err) == KA_OK)
-    ka_client_free_response(cr);
+  ec_close_episode(c, reset->episode_id, timeout_ms);
   if (exit_code == 0)
     printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);
   ka_client_free_response(rr);
   return exit_code;
+}
+
+int cmd_episode(int argc, char **argv) {
+  ec_opts o;
+  int rc = ec_opts_parse(argc, argv, &o);
+  if (rc >= 0) return rc;
+  if (!o.task) {
+    fprintf(stderr, "envctl: episode needs --task ID (see `envctl tasks`)\n");
+    return 2;
+  }
+  return ec_with_server(&o, ec_episode);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ka_opt.h"
 #include "stats.h"
 
 #define RP_MAX_RUNS 8
@@ -401,7 +402,7 @@ static void rp_usage(FILE *f) {
           EC_FAILURE_SPEEDUP);
 }
 
-int ec_report_main(int argc, char **argv) {
+int cmd_report(int argc, char **argv) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"runs-dir", required_argument, 0, 'd'},
       {"title", required_argument, 0, 't'},  {"failure-speedup", required_argument, 0, 'f'},
@@ -411,7 +412,6 @@ int ec_report_main(int argc, char **argv) {
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
-    char *end;
     switch (c) {
       case 'o':
         out = optarg;
@@ -423,11 +423,7 @@ int ec_report_main(int argc, char **argv) {
         title = optarg;
         break;
       case 'f':
-        fail_sp = strtod(optarg, &end);
-        if (*end || !(fail_sp > 0 && fail_sp <= 1)) {
-          fprintf(stderr, "envctl report: --failure-speedup needs a number in (0, 1]\n");
-          return 2;
-        }
+        if (ka_opt_fraction("envctl report", "failure-speedup", optarg, &fail_sp)) return 2;
         break;
       case 'h':
         rp_usage(stdout);

@@ -11,7 +11,7 @@
 #include "envctl.h"
 #include "ka_common.h"
 
-int ec_validate(int argc, char **argv) {
+int cmd_validate(int argc, char **argv) {
   char exe[PATH_MAX], path[PATH_MAX + 16];
   if (ka_exe_dir(exe, sizeof exe)) {
     fprintf(stderr, "envctl: validate: cannot find the executable's folder\n");

@@ -15,25 +15,23 @@
 
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
-int ec_get_episode(ka_client *c, const char *id, int omit_files, int timeout_ms,
-                   Kernelarena__V1__Response **out);
-
-int ec_replay_main(int argc, char **argv) {
+int cmd_replay(int argc, char **argv) {
   static const struct option opts[] = {{"server", required_argument, 0, 's'},
                                        {"timeout", required_argument, 0, 'o'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = NULL;
-  int timeout_s = 900, ch;
-  optind = 2;
+  int timeout_s = KA_OPT_REQUEST_TIMEOUT_S, ch;
+  optind = 1;
   while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (ch) {
       case 's':
         server = optarg;
         break;
       case 'o':
-        timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
+        if (ka_opt_timeout_s("envctl", "timeout", optarg, &timeout_s)) return 2;
         break;
       case 'h':
         printf("usage: envctl replay --server URL EPISODE\n");

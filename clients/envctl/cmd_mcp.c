@@ -132,7 +132,7 @@ static void ec_mcp_handle(const char *ws, json_t *msg) {
   }
 }
 
-int ec_mcp_main(int argc, char **argv) {
+int cmd_mcp(int argc, char **argv) {
   static const struct option opts[] = {
       {"workspace", required_argument, 0, 'w'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   const char *ws = NULL;

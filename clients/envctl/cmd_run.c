@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agents.h"
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 typedef struct ec_run {
   const char *dir; /* runs/<RUN>, absolute */
@@ -255,25 +257,23 @@ static json_t *ec_run_summary(const ec_run *r) {
                    nlog ? json_real(exp(lsum / nlog)) : json_null(), "tasks", tasks);
 }
 
-int ec_run_main(int argc, char **argv) {
+int cmd_run(int argc, char **argv) {
   static const struct option opts[] = {{"config", required_argument, 0, 'c'},
                                        {"resume", required_argument, 0, 'R'},
                                        {"runs-dir", required_argument, 0, 'd'},
                                        {"jobs", required_argument, 0, 'j'},
-                                       {"server", required_argument, 0, 's'},
-                                       {"tasks", required_argument, 0, 'T'},
-                                       {"backends", required_argument, 0, 'b'},
                                        {"timeout", required_argument, 0, 'o'},
                                        {"admin-token-file", required_argument, 0, 'A'},
-                                       {"verbose", no_argument, 0, 'v'},
+                                       EC_OPTS_COMMON,
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *config = NULL, *resume = NULL, *runs_dir = "runs", *token_file = NULL;
   char *token = NULL;
-  int jobs = 0, c, timeout_s = 900;
+  int jobs = 0, c, timeout_s = KA_OPT_REQUEST_TIMEOUT_S;
   ec_opts o = {0};
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    if (ec_opts_common(c, optarg, &o)) continue;
     switch (c) {
       case 'c':
         config = optarg;
@@ -285,25 +285,13 @@ int ec_run_main(int argc, char **argv) {
         runs_dir = optarg;
         break;
       case 'j':
-        jobs = atoi(optarg);
-        break;
-      case 's':
-        o.server = optarg;
-        break;
-      case 'T':
-        o.tasks = optarg;
-        break;
-      case 'b':
-        o.backends = optarg;
+        if (ka_opt_int("envctl run", "jobs", optarg, 1, 64, &jobs)) return 2;
         break;
       case 'o':
-        timeout_s = atoi(optarg) > 0 ? atoi(optarg) : 900;
+        if (ka_opt_timeout_s("envctl run", "timeout", optarg, &timeout_s)) return 2;
         break;
       case 'A':
         token_file = optarg;
-        break;
-      case 'v':
-        o.verbose = 1;
         break;
       case 'h':
         printf(
@@ -333,17 +321,15 @@ int ec_run_main(int argc, char **argv) {
     }
     json_t *agent = json_object_get(cfg, "agent");
     const char *ad = json_string_value(json_object_get(agent, "adapter"));
-    if (!json_is_object(agent) || !ad || !ec_adapter_known(ad)) {
-      fprintf(stderr,
-              "envctl run: %s: agent.adapter must be one of claude_code, codex, cursor, "
-              "command, replay\n",
-              config);
+    if (!json_is_object(agent) || !ad || !ka_adapter_find(ad)) {
+      fprintf(stderr, "envctl run: %s: agent.adapter must be one of %s\n", config,
+              ka_adapter_names());
       json_decref(cfg);
       return 2;
     }
     /* an agent that cannot run (no command, no recording, CLI not installed) is refused
      * before the run folder exists, not recorded as every episode failing */
-    if (ec_adapter_check(agent, err, sizeof err)) {
+    if (ka_adapter_check(agent, err, sizeof err)) {
       fprintf(stderr, "envctl run: %s: agent: %s\n", config, err);
       json_decref(cfg);
       return 2;
@@ -401,7 +387,7 @@ int ec_run_main(int argc, char **argv) {
       fprintf(stderr, "envctl run: --resume %s: no run folder with run.json at %s\n", resume, dir);
       return 2;
     }
-    if (ec_adapter_check(json_object_get(cfg, "agent"), err, sizeof err)) {
+    if (ka_adapter_check(json_object_get(cfg, "agent"), err, sizeof err)) {
       fprintf(stderr, "envctl run: --resume %s: agent: %s\n", resume, err);
       json_decref(cfg);
       return 2;
@@ -409,7 +395,7 @@ int ec_run_main(int argc, char **argv) {
   }
 
   char tbuf[PATH_MAX];
-  o.tasks = ec_find_tasks_dir(o.tasks, tbuf, sizeof tbuf);
+  o.tasks = ka_tasks_dir(o.tasks, tbuf, sizeof tbuf);
   ec_agent_install_signals();
   ec_embedded emb = {0};
   const char *url = o.server;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ka_opt.h"
 #include "stats.h"
 
 /* Defaults, all stated in the output and in docs/experiments.md. */
@@ -99,7 +100,7 @@ static double cmp_noise(const cmp_task *t, size_t nt, int side_b, int *ntasks, d
   return k ? sqrt(vs / k) : NAN;
 }
 
-int ec_compare_main(int argc, char **argv) {
+int cmd_compare(int argc, char **argv) {
   static const struct option opts[] = {{"runs-dir", required_argument, 0, 'd'},
                                        {"json", no_argument, 0, 'j'},
                                        {"failure-speedup", required_argument, 0, 'f'},
@@ -111,11 +112,10 @@ int ec_compare_main(int argc, char **argv) {
   const char *runs_dir = "runs";
   int as_json = 0, c;
   double fail_sp = EC_FAILURE_SPEEDUP, tie = log(1.05);
-  long resamples = CMP_RESAMPLES;
-  unsigned long seed = CMP_SEED;
+  int resamples = CMP_RESAMPLES;
+  uint64_t seed = CMP_SEED;
   optind = 1;
   while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    char *end = NULL;
     switch (c) {
       case 'd':
         runs_dir = optarg;
@@ -124,32 +124,16 @@ int ec_compare_main(int argc, char **argv) {
         as_json = 1;
         break;
       case 'f':
-        fail_sp = strtod(optarg, &end);
-        if (*end || !(fail_sp > 0 && fail_sp <= 1)) {
-          fprintf(stderr, "envctl compare: --failure-speedup needs a number in (0, 1]\n");
-          return 2;
-        }
+        if (ka_opt_fraction("envctl compare", "failure-speedup", optarg, &fail_sp)) return 2;
         break;
       case 't':
-        tie = strtod(optarg, &end);
-        if (*end || !(tie >= 0)) {
-          fprintf(stderr, "envctl compare: --tie-log needs a number >= 0\n");
-          return 2;
-        }
+        if (ka_opt_double("envctl compare", "tie-log", optarg, 0, 1e6, &tie)) return 2;
         break;
       case 'r':
-        resamples = strtol(optarg, &end, 10);
-        if (*end || resamples < 100) {
-          fprintf(stderr, "envctl compare: --resamples needs an integer >= 100\n");
-          return 2;
-        }
+        if (ka_opt_int("envctl compare", "resamples", optarg, 100, 100000000, &resamples)) return 2;
         break;
       case 'S':
-        seed = strtoul(optarg, &end, 0);
-        if (*end) {
-          fprintf(stderr, "envctl compare: --seed needs an integer\n");
-          return 2;
-        }
+        if (ka_opt_u64("envctl compare", "seed", optarg, &seed)) return 2;
         break;
       case 'h':
         cmp_usage(stdout);
@@ -330,7 +314,7 @@ int ec_compare_main(int argc, char **argv) {
       printf(
           "mean log speedup ratio (B/A): %+.4f = x%.3f; 95%% percentile bootstrap CI "
           "[%+.4f, %+.4f] = x%.3f..x%.3f (%ld resamples over tasks, seed %lu)\n",
-          mean, exp(mean), lo, hi, exp(lo), exp(hi), resamples, seed);
+          mean, exp(mean), lo, hi, exp(lo), exp(hi), (long)resamples, (unsigned long)seed);
       printf("mean reward delta (B-A): %+.2f; 95%% CI [%+.2f, %+.2f]\n", mr, rlo, rhi);
     }
     if (np >= 2)
