@@ -13,24 +13,8 @@ set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 CASE=$3
-WORK=$(mktemp -d /tmp/ka-agents-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
-# jcheck DESCRIPTION FILE PYTHON-EXPRESSION: the expression over d (the parsed JSON file)
-jcheck() {
-  check "$1" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); a=d.get('argv') if isinstance(d, dict) else None; sys.exit(0 if ($3) else 1)" "$2"
-}
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init agents
 
 mkdir -p "$WORK/tasks/host"
 cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"

@@ -10,23 +10,8 @@ set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 VENV=$BIN/../mcp-venv
-WORK=$(mktemp -d /tmp/ka-mcp-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() {
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
-jcheck() {
-  check "$1" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($3) else 1)" "$2"
-}
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init mcp
 
 if ! "$VENV/bin/python" -c "import mcp" 2>/dev/null; then
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q 'mcp==2.3.0'

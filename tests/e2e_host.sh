@@ -8,20 +8,8 @@ set -u
 BIN=$1
 SRC=$2
 CAND=$SRC/tests/candidates/host_gelu
-WORK=$(mktemp -d /tmp/ka-e2e-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM, ka_stack
+ka_init e2e
 
 # A copy of the task folder with a short evaluation timeout, so the hanging
 # candidate is killed in seconds rather than a minute.
@@ -49,21 +37,7 @@ check "verified timed calls drawn after the calls, on every case" awk '
   END {exit !(n >= 2 && !bad)}' "$WORK/embedded.out"
 
 # 2. A long-running server and executor, and one episode of several steps.
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 100 ]; then
-    echo "FAIL - server/executor did not come up"; cat "$WORK/server.log" "$WORK/gpuexec.log"; exit 1
-  fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks"
 
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
@@ -104,14 +78,15 @@ check "identical sources stored once (fast.c twice: $nb distinct of 9)" [ "${nb:
 # 4. The executor survived everything and no evaluation process was left behind.
 check "gpuexec still running" kill -0 "$GX_PID"
 check "envserver still running" kill -0 "$SRV_PID"
-# this build's runners only (other checkouts may be testing on the same machine); the
+# this executor's runners only (other tests run in parallel with their own); the
 # supervisor gives module processes 250 ms to exit after an evaluation
 i=0
-while pgrep -f "^$BIN/ka-runner" >/dev/null && [ $i -lt 50 ]; do
+while [ -n "$(ka_procs_in "$WORK/tmp")" ] && [ $i -lt 50 ]; do
   sleep 0.2
   i=$((i + 1))
 done
-check "no runner left behind" sh -c "! pgrep -f '^$BIN/ka-runner' >/dev/null"
+check "no runner left behind" [ -z "$(ka_procs_in "$WORK/tmp")" ]
+check "no child process left under gpuexec" sh -c "! pgrep -P $GX_PID >/dev/null"
 
 # 5. A GPU task on a machine without a GPU: clear error naming the host tasks.
 if ! "$BIN/gpuexec" --backends cuda --server "ipc://$WORK/none.ipc" --tasks "$WORK/tasks" 2>/dev/null; then
