@@ -195,9 +195,13 @@ static int jobs_env_count(const char *name, int lo, int hi, int def) {
   return (int)v;
 }
 
-int es_job_warmup(void) { return jobs_env_count("KA_JOB_WARMUP", 0, 1000, ES_JOB_WARMUP); }
+int es_job_warmup(void) {
+  return jobs_env_count("KA_JOB_WARMUP", 0, 1000, ES_JOB_WARMUP);
+}
 
-int es_job_reps(void) { return jobs_env_count("KA_JOB_REPS", 1, 1000, ES_JOB_REPS); }
+int es_job_reps(void) {
+  return jobs_env_count("KA_JOB_REPS", 1, 1000, ES_JOB_REPS);
+}
 
 Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   Kernelarena__V1__Job *pj = es_arena_alloc(a, sizeof *pj);

@@ -37,19 +37,7 @@ cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
 # (and a generous evaluation time limit: CI machines may be loaded)
 sed -i "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/^timeout_s: .*/timeout_s: 180/" \
   "$WORK/tasks/host/gelu/task.yaml"
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 150 ]; then echo "FAIL - server/executor did not come up"; exit 1; fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks"
 
 OUT=$WORK/sdk
 "$BIN/envctl" agent --server "$URL" --task host/gelu --adapter command \

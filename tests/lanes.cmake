@@ -1,0 +1,55 @@
+# Test lanes (HACKING.md "Lanes"), included last by tests/CMakeLists.txt, so that it sees
+# every test of this folder (the fuzz targets' fuzz_short is in fuzz/, its own lane).
+#
+#   fast      unit and protocol tests and one short host episode: the day-to-day lane,
+#             under 60 s on a 2-core machine with `ctest -L fast -j2`
+#   full      every test (also those of the fast and format lanes)
+#   sanitize  the fast lane, labelled so only in a build with -DKA_SANITIZER=... (the
+#             sanitize build folder, scripts/test.sh sanitize), with LeakSanitizer on and
+#             the first UBSan report fatal
+#   format    clang-format --dry-run --Werror over the C sources (tests/format_check.sh)
+#
+# A test not named in KA_TIMING_TESTS runs under the test profile: its evaluations make
+# KA_JOB_REPS timed calls per case and KA_JOB_WARMUP warm-up calls (read by envserver,
+# envserver/jobs.c) instead of 20 and 3. Its assertions are about verdicts, not speed.
+# Tests in KA_TIMING_TESTS measure speed: full counts, and RUN_SERIAL (ctest -j runs
+# nothing beside them).
+#
+# A new test: add it with add_test and a TIMEOUT as usual; it lands in `full` under the
+# profile. Name it in KA_FAST_TESTS when it is a unit or protocol test of a few seconds
+# (the whole lane stays under 60 s); in KA_TIMING_TESTS when it asserts a timing ratio.
+
+set(KA_FAST_TESTS
+    common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
+    client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded)
+set(KA_TIMING_TESTS e2e_speedup agents_experiment)
+set(KA_PROFILE_ENV KA_JOB_REPS=3 KA_JOB_WARMUP=0)
+
+# The format check: every C source and header in the tree against the root .clang-format.
+find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
+add_test(NAME format COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/format_check.sh ${CMAKE_SOURCE_DIR}
+                             ${KA_CLANG_FORMAT})
+set_tests_properties(format PROPERTIES TIMEOUT 120 LABELS format)
+
+get_property(ka_all_tests DIRECTORY PROPERTY TESTS)
+foreach(t ${ka_all_tests})
+  set_property(TEST ${t} APPEND PROPERTY LABELS full)
+  if(t IN_LIST KA_FAST_TESTS)
+    set_property(TEST ${t} APPEND PROPERTY LABELS fast)
+    if(KA_SANITIZER)
+      set_property(TEST ${t} APPEND PROPERTY LABELS sanitize)
+    endif()
+  endif()
+  if(t IN_LIST KA_TIMING_TESTS)
+    set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
+  else()
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${KA_PROFILE_ENV})
+  endif()
+  if(KA_SANITIZER)
+    # leaks are errors (LSan is on by default with ASan on x86_64; said here so that no
+    # inherited ASAN_OPTIONS turns it off); the first UBSan report ends the process
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT
+                 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86
+                 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+  endif()
+endforeach()
