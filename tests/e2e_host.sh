@@ -46,6 +46,16 @@ check "baseline speedup near 1 (got $sp)" awk -v s="${sp:-0}" 'BEGIN{exit !(s > 
 check "verified timed calls drawn after the calls, on every case" awk '
   / timed calls verified / {n++; if ($2 + 0 < 1 || $0 !~ /drawn after the calls/) bad++}
   END {exit !(n >= 2 && !bad)}' "$WORK/embedded.out"
+# the test profile's knob reaches the embedded server: its count of timed calls
+reps=${KA_JOB_REPS:-20}
+check "every case made $reps timed calls (KA_JOB_REPS ${KA_JOB_REPS:-unset})" awk -v r="$reps" '
+  / timed calls verified / {n++; if ($4 != r) bad++} END {exit !(n >= 2 && !bad)}' \
+  "$WORK/embedded.out"
+# a value out of range is refused with a warning and the default count
+KA_JOB_REPS=0 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 --verbose \
+  >"$WORK/bad-reps.out" 2>&1
+check "KA_JOB_REPS=0: warned, the default 20 timed calls" sh -c \
+  "grep -q 'ignoring KA_JOB_REPS=0' '$WORK/bad-reps.out' && grep -q ' of 20 timed calls verified' '$WORK/bad-reps.out'"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = loop ]; then

@@ -9,7 +9,7 @@
 #             the first UBSan report fatal
 #   format    clang-format --dry-run --Werror over the C sources (tests/format_check.sh)
 #
-# A test not named in KA_TIMING_TESTS runs under the test profile: its evaluations make
+# A test not named in KA_TIMING_TESTS (or KA_NO_PROFILE_TESTS) runs under the test profile: its evaluations make
 # KA_JOB_REPS timed calls per case and KA_JOB_WARMUP warm-up calls (read by envserver,
 # envserver/jobs.c) instead of 20 and 3. Its assertions are about verdicts, not speed.
 # Tests in KA_TIMING_TESTS measure speed: full counts, and RUN_SERIAL (ctest -j runs
@@ -23,6 +23,8 @@ set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
+# tests that play the executor themselves and assert the default counts of a Job
+set(KA_NO_PROFILE_TESTS server_protocol client_kaclient)
 set(KA_PROFILE_ENV KA_JOB_REPS=3 KA_JOB_WARMUP=0)
 
 # The format check: every C source and header in the tree against the root .clang-format.
@@ -42,7 +44,7 @@ foreach(t ${ka_all_tests})
   endif()
   if(t IN_LIST KA_TIMING_TESTS)
     set_tests_properties(${t} PROPERTIES RUN_SERIAL TRUE)
-  else()
+  elseif(NOT t IN_LIST KA_NO_PROFILE_TESTS)
     set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${KA_PROFILE_ENV})
   endif()
   if(KA_SANITIZER)
