@@ -28,7 +28,7 @@ ka_task_copy cuda2cuda/gelu
 if [ "$PART" = speedup ]; then
   ka_task_copy host/gelu "s/n: 1048576/n: 262144/; s/n: 2097152/n: 524288/"
 else
-  ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 20/; s/n: 1048576/n: 262144/" \
+  ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 10/; s/n: 1048576/n: 262144/" \
     "s/n: 2097152/n: 524288/"
 fi
 
