@@ -26,9 +26,10 @@ label: test-command
 run: r1
 agent:
   adapter: command
-  # the second repeat sleeps first, so that the test can interrupt it mid-episode; the
-  # agent keeps its environment, and tries to read the episode back through its server
-  command: 'case "$KA_WORKSPACE" in *@1/*) sleep 30 ;; esac; env >agent-env.txt; sed -i "s/erf(/erff(/" gelu.c && envctl step && envctl replay --server "$KA_SERVER" "$KA_EPISODE" >replay.out 2>&1; true'
+  # the second repeat sleeps first (once: not again when resumed), so that the test can
+  # interrupt it mid-episode; the agent keeps its environment (KA_TEST_SLEPT is the
+  # test's), and tries to read the episode back through its server
+  command: 'case "$KA_WORKSPACE" in *@1/*) [ -e "$KA_TEST_SLEPT" ] || { : >"$KA_TEST_SLEPT"; sleep 30; } ;; esac; env >agent-env.txt; sed -i "s/erf(/erff(/" gelu.c && envctl step && envctl replay --server "$KA_SERVER" "$KA_EPISODE" >replay.out 2>&1; true'
   timeout_s: 120
 tasks: [host, host/no_such_task]   # a family and a task the server does not have
 repeats: 2
@@ -38,6 +39,8 @@ seed: 11
 parallel: 1
 held_out: true
 YAML
+KA_TEST_SLEPT=$WORK/slept
+export KA_TEST_SLEPT
 "$BIN/envctl" run --config "$WORK/run.yaml" --server "$URL" --runs-dir "$WORK/runs" \
   --timeout 200 --admin-token-file "$WORK/admin.token" >"$WORK/run1.out" 2>"$WORK/run1.err" &
 RUN_PID=$!

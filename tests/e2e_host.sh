@@ -51,11 +51,16 @@ reps=${KA_JOB_REPS:-20}
 check "every case made $reps timed calls (KA_JOB_REPS ${KA_JOB_REPS:-unset})" awk -v r="$reps" '
   / timed calls verified / {n++; if ($4 != r) bad++} END {exit !(n >= 2 && !bad)}' \
   "$WORK/embedded.out"
-# a value out of range is refused with a warning and the default count
-KA_JOB_REPS=0 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 --verbose \
+# values out of range are refused with a warning, and the defaults are used: the prompt
+# states them (the wrong candidate is judged before any timed call, so this is quick)
+KA_JOB_REPS=0 KA_JOB_WARMUP=-1 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" \
+  --seed 1 --verbose --max-steps 1 --workspace "$WORK/ws-bad" \
+  --agent "command:cp prompt.md $WORK/prompt-bad.md; cp $CAND/wrong.c gelu.c" \
   >"$WORK/bad-reps.out" 2>&1
-check "KA_JOB_REPS=0: warned, the default 20 timed calls" sh -c \
-  "grep -q 'ignoring KA_JOB_REPS=0' '$WORK/bad-reps.out' && grep -q ' of 20 timed calls verified' '$WORK/bad-reps.out'"
+check "KA_JOB_REPS=0, KA_JOB_WARMUP=-1: both warned about" sh -c \
+  "grep -q 'ignoring KA_JOB_REPS=0' '$WORK/bad-reps.out' && grep -q 'ignoring KA_JOB_WARMUP=-1' '$WORK/bad-reps.out'"
+check "... and the prompt states the defaults (3 warm-up, 20 timed calls)" \
+  grep -q "3 warm-up and 20 timed calls per case" "$WORK/prompt-bad.md"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = loop ]; then
