@@ -26,7 +26,7 @@ ka_stack "$WORK/tasks" --max-steps 50
 # The fake CLIs come first on PATH, as the real ones would be installed.
 PATH="$SRC/tests/fake-cli:$PATH"
 export PATH
-AGENT() { "$BIN/envctl" agent --server "$URL" --task host/gelu --seed 5 "$@"; }
+AGENT() { ka_run "$BIN/envctl" agent --server "$URL" --task host/gelu --seed 5 "$@"; }
 
 cli_case() { # cli_case ADAPTER EXTRA-ARGS...
   ad=$1

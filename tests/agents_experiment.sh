@@ -54,7 +54,7 @@ B=$RUNS/experiment-host-b
 # BIN may be any build folder, so name them
 KA_EXPERIMENT_CANDIDATES=$SRC/tests/candidates/experiment
 export KA_EXPERIMENT_CANDIDATES
-RUN() { "$BIN/envctl" run --server "$URL" --runs-dir "$RUNS" --timeout 200 "$@"; }
+RUN() { ka_run "$BIN/envctl" run --server "$URL" --runs-dir "$RUNS" --timeout 200 "$@"; }
 
 # ---- 1. run A, stopped part-way
 # (envctl itself in the background, not a subshell running RUN, so that $! is its pid)

@@ -34,7 +34,7 @@ fi
 
 if [ "$PART" = all ] || [ "$PART" = embedded ]; then
 # 1. The default path a newcomer takes: embedded server, baseline agent.
-"$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 >"$WORK/embedded.out" 2>&1
+ka_run "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 >"$WORK/embedded.out" 2>&1
 rc=$?
 cat "$WORK/embedded.out"
 check "embedded episode exits 0" [ "$rc" -eq 0 ]
@@ -70,7 +70,7 @@ ka_stack "$WORK/tasks"
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; fast.c) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $CAND/\$f gelu.c ;; esac"
-"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
+ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
   --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
 rc=$?
 cat "$WORK/multi.out"
@@ -118,7 +118,7 @@ check "no child process left under gpuexec" sh -c "! pgrep -P $GX_PID >/dev/null
 
 # 5. A GPU task on a machine without a GPU: clear error naming the host tasks.
 if ! "$BIN/gpuexec" --backends cuda --server "ipc://$WORK/none.ipc" --tasks "$WORK/tasks" 2>/dev/null; then
-  "$BIN/envctl" episode --server "$URL" --task cuda2cuda/gelu >"$WORK/gpu.out" 2>&1
+  ka_run "$BIN/envctl" episode --server "$URL" --task cuda2cuda/gelu >"$WORK/gpu.out" 2>&1
   rc=$?
   cat "$WORK/gpu.out"
   check "GPU task without a GPU fails" [ "$rc" -ne 0 ]
@@ -131,7 +131,7 @@ n_before=$(sqlite3 "$STATE/trace.db" "select count(*) from episodes")
 for bad in "--max-steps 4294967297" "--agent-timeout 4294967296" "--seed -1" \
   "--seed 99999999999999999999999"; do
   # shellcheck disable=SC2086
-  "$BIN/envctl" episode --server "$URL" --task host/gelu $bad >"$WORK/bad.out" 2>&1
+  ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu $bad >"$WORK/bad.out" 2>&1
   rc=$?
   check "envctl episode $bad: exit 2 with a reason" sh -c \
     "[ $rc -eq 2 ] && grep -q 'needs a' '$WORK/bad.out'"
@@ -153,7 +153,7 @@ if [ "$PART" = all ] || [ "$PART" = speedup ]; then
 rm -rf "$WORK/state"
 ka_stack "$WORK/tasks"
 AGENT="case \$KA_STEP in 0) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; esac"
-"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 9 --max-steps 2 \
+ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 9 --max-steps 2 \
   --workspace "$WORK/ws-speedup" --agent "command:$AGENT" >"$WORK/speedup.out" 2>&1
 rc=$?
 cat "$WORK/speedup.out"

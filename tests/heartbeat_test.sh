@@ -32,7 +32,7 @@ run() {
     fi
     sleep 0.2
   done
-  "$BIN/envctl" episode --server "$URL" --task bench/copy --seed 3 --max-steps 1 \
+  ka_run "$BIN/envctl" episode --server "$URL" --task bench/copy --seed 3 --max-steps 1 \
     --workspace "$WORK/$name-ws" \
     --agent "command:cp $SRC/tests/candidates/bench_copy_slow/copy.c copy.c" \
     >"$WORK/$name.out" 2>&1

@@ -4,7 +4,9 @@
 #   ka_init NAME        WORK=$(mktemp -d /tmp/ka-NAME-XXXXXX), fail=0, and a cleanup that
 #                       runs on EXIT, INT and TERM (dash runs no EXIT trap on a signal, so
 #                       the signals are trapped explicitly and exit 130 / 143)
-#   cleanup             kills RUN_PID, GX_PID, SRV_PID and every pid in KA_PIDS, waits for
+#   cleanup             stops RUN_PID, GX_PID, SRV_PID and every pid in KA_PIDS (SIGTERM,
+#                       SIGKILL to what still runs 5 s later: envctl finishes its request
+#                       on SIGTERM, which never ends once its server is gone), waits for
 #                       them, calls ka_cleanup_hook if the script defines one, and removes
 #                       WORK (kept, and named, when KA_KEEP_WORK is set)
 #   check DESC CMD...   runs CMD; prints "ok   - DESC" or "FAIL - DESC" (and sets fail=1)
@@ -20,6 +22,10 @@
 #                       the task folder TASKS, sets SRV_PID, GX_PID, STATE and URL, and waits
 #                       until the server sees an executor (fails the test after 30 s);
 #                       gpuexec's TMPDIR (evaluation folders, compile cache) is $WORK/tmp
+#   ka_run CMD...       runs CMD in the background and waits for it, returning its status:
+#                       a shell runs its traps only after a foreground command ends, so a
+#                       long command (an episode, a run) goes through ka_run, and a TERM
+#                       stops the test at once (cleanup kills CMD too, as KA_FG)
 #   ka_procs_in DIR     prints the pids of this user's processes whose working folder is
 #                       DIR or below it (an evaluation left behind, even if orphaned)
 # Every test uses its own WORK: state folders and ipc:// sockets live there, so tests run
@@ -36,9 +42,7 @@ ka_init() {
 }
 
 cleanup() {
-  for p in ${RUN_PID:-} ${GX_PID:-} ${SRV_PID:-} $KA_PIDS; do
-    kill "$p" 2>/dev/null
-  done
+  ka_stop ${KA_FG:-} ${RUN_PID:-} ${GX_PID:-} ${SRV_PID:-} $KA_PIDS
   wait 2>/dev/null
   if command -v ka_cleanup_hook >/dev/null 2>&1; then ka_cleanup_hook; fi
   if [ -n "${KA_KEEP_WORK:-}" ]; then
@@ -46,6 +50,25 @@ cleanup() {
   elif [ -n "${WORK:-}" ]; then
     rm -rf "$WORK"
   fi
+}
+
+# ka_stop PID...: SIGTERM to each, SIGKILL to those still running (not zombies) 5 s later
+ka_stop() {
+  for p in "$@"; do kill "$p" 2>/dev/null; done
+  n=0
+  while :; do
+    alive=""
+    for p in "$@"; do
+      kill -0 "$p" 2>/dev/null || continue
+      [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f1)" = Z ] && continue
+      alive="$alive $p"
+    done
+    [ -z "$alive" ] && return 0
+    [ $n -ge 50 ] && break
+    sleep 0.1
+    n=$((n + 1))
+  done
+  for p in $alive; do kill -KILL "$p" 2>/dev/null; done
 }
 
 check() {
@@ -112,6 +135,15 @@ ka_stack() {
     fi
     sleep 0.2
   done
+}
+
+ka_run() {
+  "$@" &
+  KA_FG=$!
+  wait "$KA_FG"
+  ka_rc=$?
+  KA_FG=
+  return $ka_rc
 }
 
 ka_procs_in() {

@@ -12,7 +12,7 @@ ka_init grpo
 # the kernel's speed)
 ka_task_copy host/gelu "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/n: 1000003}/n: 65537}/"
 ka_stack "$WORK/tasks"
-"$PY" "$SRC/examples/grpo_step.py" --url "$URL" --task host/gelu -n 4 --seed 3 \
+ka_run "$PY" "$SRC/examples/grpo_step.py" --url "$URL" --task host/gelu -n 4 --seed 3 \
   --timeout 600 >"$WORK/out.txt" 2>&1
 rc=$?
 cat "$WORK/out.txt"

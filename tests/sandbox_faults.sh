@@ -104,7 +104,7 @@ episode() {
   task_n=$(echo "$task" | tr / _)
   source=$(sed -n 's/^source: *//p' "$WORK/tasks/$task/task.yaml")
   AGENT="set -- $list; shift \$KA_STEP; cp $SRC/\$1 $source"
-  "$BIN/envctl" episode --server "ipc://$WORK/$name/env.ipc" --task "$task" --seed 11 \
+  ka_run "$BIN/envctl" episode --server "ipc://$WORK/$name/env.ipc" --task "$task" --seed 11 \
     --max-steps $# --workspace "$WORK/$name/ws-$task_n" --agent "command:$AGENT" \
     >"$WORK/$name/episode.$task_n.out" 2>&1
   echo "episode $name $task exited $?"
