@@ -10,7 +10,7 @@
 #   sanitize  an ASan + UBSan build in build-asan/ (-DKA_SANITIZER=address,undefined),
 #             LeakSanitizer on, running the fast lane's tests there (ctest -L sanitize)
 #   full      every test in build/; the tests of lanes fast and format are not run again
-#             when those lanes ran (and passed) earlier in the same invocation
+#             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      a one-minute run of the libFuzzer targets in their clang build, build-fuzz/
 # Environment: KA_BUILD_DIR (default build), KA_ASAN_BUILD_DIR (build-asan),
 # KA_NO_INSTALL=1 skips the package installs (scripts/install-deps.sh,
@@ -39,9 +39,11 @@ failed=""
 passed=""
 lane_done() { # lane_done LANE STATUS
   if [ "$2" -eq 0 ]; then passed="$passed $1"; else failed="$failed $1"; fi
+  [ "$1" = fast ] || [ "$1" = format ] && ran_main="$ran_main $1"
   echo "== lane $1: $([ "$2" -eq 0 ] && echo passed || echo FAILED) ($(($(date +%s) - t0)) s)"
 }
-ran() { case " $passed " in *" $1 "*) return 0 ;; esac; return 1; }
+ran_main=""
+ran() { case " $ran_main " in *" $1 "*) return 0 ;; esac; return 1; }
 ctest_in() { # ctest_in DIR ARGS...
   dir=$1
   shift
@@ -74,7 +76,7 @@ for lane in $LANES; do
       ran fast && skip="fast"
       ran format && skip="${skip:+$skip|}format"
       if [ -n "$skip" ]; then
-        echo "(the tests of lane(s) $skip passed above; the rest of full now)"
+        echo "(the tests of lane(s) $skip ran above; the rest of full now)"
         build_main && ctest_in "$BUILD" -L full -LE "^($skip)\$" || rc=1
       else
         build_main && ctest_in "$BUILD" -L full || rc=1
