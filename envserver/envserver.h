@@ -202,6 +202,12 @@ void es_workers_reap(es_jobs *q, double now);
 void es_jobs_clear(es_jobs *q);
 /* Builds the Job message for an assignment in arena memory (files copied). */
 Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job);
+/* Warm-up and timed calls per kernel and case of every job: ES_JOB_WARMUP and
+ * ES_JOB_REPS, unless the environment sets KA_JOB_WARMUP (0..1000) or KA_JOB_REPS
+ * (1..1000), which the test profile does (HACKING.md); a value outside those ranges is
+ * ignored with a warning on stderr. Thread-safe while nothing calls setenv. */
+int es_job_warmup(void);
+int es_job_reps(void);
 
 /* ---- reward (reward.c) */
 

@@ -198,7 +198,7 @@ static char *ep_prompt(const ka_task *t, const es_pb_device *d, int max_steps) {
                "output element against a trusted reference, then times the baseline and "
                "your version interleaved (%d warm-up and %d timed calls per case; the median "
                "counts). An evaluation is stopped after %.0f s.\n",
-               ES_MAX_FILE_BYTES / 1024, ES_MAX_TOTAL_BYTES / 1024, ES_JOB_WARMUP, ES_JOB_REPS,
+               ES_MAX_FILE_BYTES / 1024, ES_MAX_TOTAL_BYTES / 1024, es_job_warmup(), es_job_reps(),
                t->timeout_s);
   ka_sb_puts(&sb,
              "- Reward: 0 if the code does not compile; 20 if it compiles but an output is "

@@ -183,6 +183,28 @@ void es_jobs_clear(es_jobs *q) {
   q->nworkers = 0;
 }
 
+/* The value of environment variable NAME if it is an integer in [lo, hi], else def
+ * (with a warning when it is set but not such an integer). */
+static int jobs_env_count(const char *name, int lo, int hi, int def) {
+  const char *s = getenv(name);
+  if (!s || !*s) return def;
+  char *end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < lo || v > hi) {
+    fprintf(stderr, "envserver: ignoring %s=%s (needs an integer in %d..%d)\n", name, s, lo, hi);
+    return def;
+  }
+  return (int)v;
+}
+
+int es_job_warmup(void) {
+  return jobs_env_count("KA_JOB_WARMUP", 0, 1000, ES_JOB_WARMUP);
+}
+
+int es_job_reps(void) {
+  return jobs_env_count("KA_JOB_REPS", 1, 1000, ES_JOB_REPS);
+}
+
 Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   Kernelarena__V1__Job *pj = es_arena_alloc(a, sizeof *pj);
   kernelarena__v1__job__init(pj);
@@ -194,7 +216,7 @@ Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   pj->files = es_fileset_to_pb(a, &job->files, &pj->n_files);
   pj->include_held_out = job->include_held_out;
   pj->timeout_s = job->task->timeout_s;
-  pj->warmup = ES_JOB_WARMUP;
-  pj->reps = ES_JOB_REPS;
+  pj->warmup = es_job_warmup();
+  pj->reps = es_job_reps();
   return pj;
 }

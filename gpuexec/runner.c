@@ -316,6 +316,9 @@ static int rn_discover(const char *backend) {
   uint8_t *buf = malloc(len + 1);
   kernelarena__v1__describe_response__pack(&out, buf);
   int rc = rn_write_all(1, buf, len);
+  free(buf);
+  for (int i = 0; i < got; i++) kernelarena__v1__device__free_unpacked(devs[i], NULL);
+  free(devs);
   return rc == KA_OK ? 0 : 1;
 }
 

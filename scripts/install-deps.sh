@@ -13,8 +13,9 @@ PKGS="$PKGS libelf-dev"
 # GSL (statistics of envctl compare, linked statically); chromium renders the report
 # of envctl report in its test (tests/report_render.sh)
 PKGS="$PKGS libgsl-dev chromium"
-# clang (libFuzzer) for the fuzz targets in fuzz/ (scripts/test.sh builds them in build-fuzz)
-PKGS="$PKGS clang libclang-rt-14-dev"
+# clang (libFuzzer) for the fuzz targets in fuzz/ (scripts/test.sh builds them in build-fuzz);
+# clang-format for the format lane (tests/format_check.sh)
+PKGS="$PKGS clang libclang-rt-14-dev clang-format"
 # ROCm 5.2 (Debian 12) for the hip backend module (docs/backend-hip.md): the HIP and
 # rocm-smi headers it builds against, and the HIP runtime, hiprtc (in libamdhip64-5),
 # its built-in headers, comgr and the device libraries for the compile-only test.

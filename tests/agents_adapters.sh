@@ -13,24 +13,8 @@ set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
 CASE=$3
-WORK=$(mktemp -d /tmp/ka-agents-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
-# jcheck DESCRIPTION FILE PYTHON-EXPRESSION: the expression over d (the parsed JSON file)
-jcheck() {
-  check "$1" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); a=d.get('argv') if isinstance(d, dict) else None; sys.exit(0 if ($3) else 1)" "$2"
-}
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init agents
 
 mkdir -p "$WORK/tasks/host"
 cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
@@ -38,25 +22,11 @@ cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
 # (and a generous evaluation time limit: CI machines may be loaded)
 sed -i "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/^timeout_s: .*/timeout_s: 180/" \
   "$WORK/tasks/host/gelu/task.yaml"
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" --max-steps 50 >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 150 ]; then
-    echo "FAIL - server/executor did not come up"; cat "$WORK/server.log" "$WORK/gpuexec.log"; exit 1
-  fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks" --max-steps 50
 # The fake CLIs come first on PATH, as the real ones would be installed.
 PATH="$SRC/tests/fake-cli:$PATH"
 export PATH
-AGENT() { "$BIN/envctl" agent --server "$URL" --task host/gelu --seed 5 "$@"; }
+AGENT() { ka_run "$BIN/envctl" agent --server "$URL" --task host/gelu --seed 5 "$@"; }
 
 cli_case() { # cli_case ADAPTER EXTRA-ARGS...
   ad=$1

@@ -17,8 +17,8 @@
 set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
-WORK=$(mktemp -d /tmp/ka-experiment-XXXXXX)
-. "$SRC/tests/agents_lib.sh" # fail, cleanup on exit, check, jcheck
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init experiment
 T0=$(date +%s)
 
 # ---- the tasks: the five of the configs, each with its first shown case only, 4x smaller
@@ -46,21 +46,7 @@ for t in sys.argv[2:]:
         out.append(line)
     open(p, "w").write("\n".join(out) + "\n")
 PY
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 150 ]; then
-    echo "FAIL - server/executor did not come up"; cat "$WORK/server.log" "$WORK/gpuexec.log"; exit 1
-  fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks"
 RUNS=$WORK/runs
 A=$RUNS/experiment-host-a
 B=$RUNS/experiment-host-b
@@ -68,7 +54,7 @@ B=$RUNS/experiment-host-b
 # BIN may be any build folder, so name them
 KA_EXPERIMENT_CANDIDATES=$SRC/tests/candidates/experiment
 export KA_EXPERIMENT_CANDIDATES
-RUN() { "$BIN/envctl" run --server "$URL" --runs-dir "$RUNS" --timeout 200 "$@"; }
+RUN() { ka_run "$BIN/envctl" run --server "$URL" --runs-dir "$RUNS" --timeout 200 "$@"; }
 
 # ---- 1. run A, stopped part-way
 # (envctl itself in the background, not a subshell running RUN, so that $! is its pid)

@@ -1,41 +1,23 @@
 #!/bin/sh
-# `envctl mcp` with a real MCP client: the official `mcp` Python SDK from PyPI (installed
-# into a virtual environment in the build folder; if it cannot be installed the test
-# fails). The client runs as a command agent in an episode on a real envserver + gpuexec
+# `envctl mcp` with a real MCP client: the official `mcp` Python SDK from PyPI, in the
+# Python environment scripts/install-python-deps.sh makes (.venv; the test installs
+# nothing and fails when the SDK is missing). The client runs as a command agent in an episode on a real envserver + gpuexec
 # (host backend), evaluates through the MCP tools, and the steps must be recorded by the
 # adapter. Also: the claude_code adapter's --mcp-config (fake claude calls evaluate over
 # MCP), and malformed JSON-RPC input.
-# usage: agents_mcp.sh BIN_DIR SOURCE_DIR
+# usage: agents_mcp.sh BIN_DIR SOURCE_DIR [PYTHON]   (default: SOURCE_DIR/.venv/bin/python3)
 set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
-VENV=$BIN/../mcp-venv
-WORK=$(mktemp -d /tmp/ka-mcp-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() {
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
-jcheck() {
-  check "$1" python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($3) else 1)" "$2"
-}
+PY=${3:-$SRC/.venv/bin/python3}
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init mcp
 
-if ! "$VENV/bin/python" -c "import mcp" 2>/dev/null; then
-  python3 -m venv "$VENV" && "$VENV/bin/pip" install -q 'mcp==2.3.0'
-  if ! "$VENV/bin/python" -c "import mcp"; then
-    echo "FAIL - the mcp Python SDK could not be installed into $VENV"
-    exit 1
-  fi
+if ! "$PY" -c "import mcp"; then
+  echo "FAIL - $PY has no mcp Python SDK (scripts/install-python-deps.sh installs it)"
+  exit 1
 fi
-echo "mcp SDK $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+echo "mcp SDK $("$PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 
 # malformed input, by hand: parse error and unknown method, then a valid ping
 printf '%s\n' 'not json' '{"jsonrpc":"2.0","id":7,"method":"nope"}' '{"jsonrpc":"2.0","id":8,"method":"ping"}' |
@@ -52,23 +34,11 @@ cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
 # (and a generous evaluation time limit: CI machines may be loaded)
 sed -i "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/^timeout_s: .*/timeout_s: 180/" \
   "$WORK/tasks/host/gelu/task.yaml"
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 150 ]; then echo "FAIL - server/executor did not come up"; exit 1; fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks"
 
 OUT=$WORK/sdk
 "$BIN/envctl" agent --server "$URL" --task host/gelu --adapter command \
-  --set "command=$VENV/bin/python $SRC/tests/agents_mcp_client.py" --out "$OUT" >"$WORK/sdk.out" 2>&1
+  --set "command=$PY $SRC/tests/agents_mcp_client.py" --out "$OUT" >"$WORK/sdk.out" 2>&1
 rc=$?
 cat "$WORK/sdk.out" "$OUT/transcript.txt" "$OUT/agent.stderr" | tail -30
 check "sdk: envctl agent exits 0" [ "$rc" -eq 0 ]

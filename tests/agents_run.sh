@@ -8,8 +8,8 @@
 set -u
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
-WORK=$(mktemp -d /tmp/ka-run-XXXXXX)
-. "$SRC/tests/agents_lib.sh" # fail, cleanup on exit, check, jcheck
+. "$SRC/tests/lib.sh" # check, jcheck, cleanup on EXIT/INT/TERM, ka_stack
+ka_init run
 
 mkdir -p "$WORK/tasks/host"
 cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
@@ -17,31 +17,19 @@ cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
 sed -i "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/n: 1000003}/n: 65537}/" \
   "$WORK/tasks/host/gelu/task.yaml"
 sed -i "s/^timeout_s: .*/timeout_s: 180/" "$WORK/tasks/host/gelu/task.yaml"
-STATE=$WORK/state
 TOKEN=tok-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 printf '%s\n' "$TOKEN" >"$WORK/admin.token"
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" --admin-token-file "$WORK/admin.token" \
-  >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 150 ]; then echo "FAIL - server/executor did not come up"; exit 1; fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks" --admin-token-file "$WORK/admin.token"
 
 cat >"$WORK/run.yaml" <<'YAML'
 label: test-command
 run: r1
 agent:
   adapter: command
-  # the second repeat sleeps first, so that the test can interrupt it mid-episode; the
-  # agent keeps its environment, and tries to read the episode back through its server
-  command: 'case "$KA_WORKSPACE" in *@1/*) sleep 30 ;; esac; env >agent-env.txt; sed -i "s/erf(/erff(/" gelu.c && envctl step && envctl replay --server "$KA_SERVER" "$KA_EPISODE" >replay.out 2>&1; true'
+  # the second repeat sleeps first (once: not again when resumed), so that the test can
+  # interrupt it mid-episode; the agent keeps its environment (KA_TEST_SLEPT is the
+  # test's), and tries to read the episode back through its server
+  command: 'case "$KA_WORKSPACE" in *@1/*) [ -e "$KA_TEST_SLEPT" ] || { : >"$KA_TEST_SLEPT"; sleep 30; } ;; esac; env >agent-env.txt; sed -i "s/erf(/erff(/" gelu.c && envctl step && envctl replay --server "$KA_SERVER" "$KA_EPISODE" >replay.out 2>&1; true'
   timeout_s: 120
 tasks: [host, host/no_such_task]   # a family and a task the server does not have
 repeats: 2
@@ -51,6 +39,8 @@ seed: 11
 parallel: 1
 held_out: true
 YAML
+KA_TEST_SLEPT=$WORK/slept
+export KA_TEST_SLEPT
 "$BIN/envctl" run --config "$WORK/run.yaml" --server "$URL" --runs-dir "$WORK/runs" \
   --timeout 200 --admin-token-file "$WORK/admin.token" >"$WORK/run1.out" 2>"$WORK/run1.err" &
 RUN_PID=$!

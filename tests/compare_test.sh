@@ -6,8 +6,9 @@ set -eu
 BIN=$1
 SRC=$2
 ENVCTL=$BIN/envctl
-T=$(mktemp -d "${TMPDIR:-/tmp}/ka-compare-test-XXXXXX")
-trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib.sh" # cleanup on EXIT/INT/TERM
+ka_init compare
+T=$WORK
 cp -r "$SRC/tests/fixtures/runs" "$T/runs"
 sums() { (cd "$T/runs" && find . -type f | sort | xargs sha256sum); }
 sums >"$T/before"

@@ -3,39 +3,38 @@
 # envserver + gpuexec + envctl, the host/gelu task and candidates that are correct,
 # faster, wrong, partial, broken, hanging, crashing and lazy (skips work in timed calls).
 # Checks the printed steps, rewards, and that every step is in the sqlite trace store.
-# usage: e2e_host.sh BIN_DIR SOURCE_DIR
+# usage: e2e_host.sh BIN_DIR SOURCE_DIR [PART]
+#   PART embedded  1.: envctl episode with its embedded server (the fast lane's episode)
+#        loop      2.-6.: a long-running server, every verdict, the trace store
+#        speedup   7.: the faster candidate measures faster than the baseline (timing:
+#                  run alone, at the full number of timed calls)
+#        all       (default) every part
+# Parts other than speedup are meant to run under the test profile (KA_JOB_REPS and
+# KA_JOB_WARMUP low, set by tests/CMakeLists.txt): they check verdicts, not speed.
 set -u
 BIN=$1
 SRC=$2
+PART=${3:-all}
 CAND=$SRC/tests/candidates/host_gelu
-WORK=$(mktemp -d /tmp/ka-e2e-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM, ka_stack
+ka_init e2e
 
 # A copy of the task folder with a short evaluation timeout, so the hanging
 # candidate is killed in seconds rather than a minute.
-mkdir -p "$WORK/tasks/host" "$WORK/tasks/cuda2cuda"
-cp -r "$SRC/tasks/host/gelu" "$WORK/tasks/host/"
-cp -r "$SRC/tasks/cuda2cuda/gelu" "$WORK/tasks/cuda2cuda/"
-# Cases at a quarter of their size: each honest evaluation makes about 90 calls, each
-# after a flush of twice the last-level cache, and must stay far below those 20 s on a
-# slow 2-core CI machine.
-sed -i -e "s/^timeout_s: .*/timeout_s: 20/" -e "s/n: 1048576/n: 262144/" \
-  -e "s/n: 2097152/n: 524288/" "$WORK/tasks/host/gelu/task.yaml"
+# Cases at a quarter of their size: each honest evaluation makes 46 calls per case at
+# the full count (6 under the test profile), each after a flush of twice the last-level
+# cache, and must stay far below the deadline on a slow 2-core CI machine.
+ka_task_copy cuda2cuda/gelu
+if [ "$PART" = speedup ]; then
+  ka_task_copy host/gelu "s/n: 1048576/n: 262144/; s/n: 2097152/n: 524288/"
+else
+  ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 10/; s/n: 1048576/n: 262144/" \
+    "s/n: 2097152/n: 524288/"
+fi
 
+if [ "$PART" = all ] || [ "$PART" = embedded ]; then
 # 1. The default path a newcomer takes: embedded server, baseline agent.
-"$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 >"$WORK/embedded.out" 2>&1
+ka_run "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --seed 1 >"$WORK/embedded.out" 2>&1
 rc=$?
 cat "$WORK/embedded.out"
 check "embedded episode exits 0" [ "$rc" -eq 0 ]
@@ -47,35 +46,38 @@ check "baseline speedup near 1 (got $sp)" awk -v s="${sp:-0}" 'BEGIN{exit !(s > 
 check "verified timed calls drawn after the calls, on every case" awk '
   / timed calls verified / {n++; if ($2 + 0 < 1 || $0 !~ /drawn after the calls/) bad++}
   END {exit !(n >= 2 && !bad)}' "$WORK/embedded.out"
+# the test profile's knob reaches the embedded server: its count of timed calls
+reps=${KA_JOB_REPS:-20}
+check "every case made $reps timed calls (KA_JOB_REPS ${KA_JOB_REPS:-unset})" awk -v r="$reps" '
+  / timed calls verified / {n++; if ($4 != r) bad++} END {exit !(n >= 2 && !bad)}' \
+  "$WORK/embedded.out"
+# values out of range are refused with a warning, and the defaults are used: the prompt
+# states them (the wrong candidate is judged before any timed call, so this is quick)
+KA_JOB_REPS=0 KA_JOB_WARMUP=-1 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" \
+  --seed 1 --verbose --max-steps 1 --workspace "$WORK/ws-bad" \
+  --agent "command:cp prompt.md $WORK/prompt-bad.md; cp $CAND/wrong.c gelu.c" \
+  >"$WORK/bad-reps.out" 2>&1
+check "KA_JOB_REPS=0, KA_JOB_WARMUP=-1: both warned about" sh -c \
+  "grep -q 'ignoring KA_JOB_REPS=0' '$WORK/bad-reps.out' && grep -q 'ignoring KA_JOB_WARMUP=-1' '$WORK/bad-reps.out'"
+check "... and the prompt states the defaults (3 warm-up, 20 timed calls)" \
+  grep -q "3 warm-up and 20 timed calls per case" "$WORK/prompt-bad.md"
+fi
 
+if [ "$PART" = all ] || [ "$PART" = loop ]; then
 # 2. A long-running server and executor, and one episode of several steps.
-STATE=$WORK/state
-"$BIN/envserver" --state "$STATE" --tasks "$WORK/tasks" >"$WORK/server.log" 2>&1 &
-SRV_PID=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$WORK/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX_PID=$!
-URL="ipc://$STATE/env.ipc"
-i=0
-until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=[1-9]"; do
-  i=$((i + 1))
-  if [ $i -gt 100 ]; then
-    echo "FAIL - server/executor did not come up"; cat "$WORK/server.log" "$WORK/gpuexec.log"; exit 1
-  fi
-  sleep 0.2
-done
+ka_stack "$WORK/tasks"
 
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; fast.c) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $CAND/\$f gelu.c ;; esac"
-"$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
+ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 7 --max-steps 9 \
   --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/multi.out" 2>&1
 rc=$?
 cat "$WORK/multi.out"
 check "multi-step episode exits 0" [ "$rc" -eq 0 ]
 check "step 1 fast: OK" sh -c "grep '^step 1:' '$WORK/multi.out' | grep -q 'status OK'"
-# (about 1.2-1.5x on a quiet machine; the bound leaves room for a noisy 2-core CI machine)
-check "step 1 fast: reward above 210 (speedup not below 0.9)" awk '/^step 1:/ {r=$NF} END{exit !(r+0 > 210)}' "$WORK/multi.out"
+# correct and not flagged (its speed is part speedup's business, measured alone)
+check "step 1 fast: reward above 120" awk '/^step 1:/ {r=$NF} END{exit !(r+0 > 120)}' "$WORK/multi.out"
 check "step 2 wrong: INCORRECT, reward 20" sh -c "grep '^step 2:' '$WORK/multi.out' | grep -q 'status INCORRECT, compiled yes, reward 20.00'"
 check "step 2 wrong: mismatch reported" grep -q "elements differ; first at" "$WORK/multi.out"
 check "step 3 broken: COMPILE_ERROR, reward 0" sh -c "grep '^step 3:' '$WORK/multi.out' | grep -q 'status COMPILE_ERROR, compiled no, reward 0.00'"
@@ -104,18 +106,19 @@ check "identical sources stored once (fast.c twice: $nb distinct of 9)" [ "${nb:
 # 4. The executor survived everything and no evaluation process was left behind.
 check "gpuexec still running" kill -0 "$GX_PID"
 check "envserver still running" kill -0 "$SRV_PID"
-# this build's runners only (other checkouts may be testing on the same machine); the
+# this executor's runners only (other tests run in parallel with their own); the
 # supervisor gives module processes 250 ms to exit after an evaluation
 i=0
-while pgrep -f "^$BIN/ka-runner" >/dev/null && [ $i -lt 50 ]; do
+while [ -n "$(ka_procs_in "$WORK/tmp")" ] && [ $i -lt 50 ]; do
   sleep 0.2
   i=$((i + 1))
 done
-check "no runner left behind" sh -c "! pgrep -f '^$BIN/ka-runner' >/dev/null"
+check "no runner left behind" [ -z "$(ka_procs_in "$WORK/tmp")" ]
+check "no child process left under gpuexec" sh -c "! pgrep -P $GX_PID >/dev/null"
 
 # 5. A GPU task on a machine without a GPU: clear error naming the host tasks.
 if ! "$BIN/gpuexec" --backends cuda --server "ipc://$WORK/none.ipc" --tasks "$WORK/tasks" 2>/dev/null; then
-  "$BIN/envctl" episode --server "$URL" --task cuda2cuda/gelu >"$WORK/gpu.out" 2>&1
+  ka_run "$BIN/envctl" episode --server "$URL" --task cuda2cuda/gelu >"$WORK/gpu.out" 2>&1
   rc=$?
   cat "$WORK/gpu.out"
   check "GPU task without a GPU fails" [ "$rc" -ne 0 ]
@@ -128,13 +131,39 @@ n_before=$(sqlite3 "$STATE/trace.db" "select count(*) from episodes")
 for bad in "--max-steps 4294967297" "--agent-timeout 4294967296" "--seed -1" \
   "--seed 99999999999999999999999"; do
   # shellcheck disable=SC2086
-  "$BIN/envctl" episode --server "$URL" --task host/gelu $bad >"$WORK/bad.out" 2>&1
+  ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu $bad >"$WORK/bad.out" 2>&1
   rc=$?
   check "envctl episode $bad: exit 2 with a reason" sh -c \
     "[ $rc -eq 2 ] && grep -q 'needs a' '$WORK/bad.out'"
 done
 check "no episode recorded for refused arguments" \
   [ "$(sqlite3 "$STATE/trace.db" "select count(*) from episodes")" = "$n_before" ]
+kill "$GX_PID" "$SRV_PID" 2>/dev/null
+wait "$GX_PID" "$SRV_PID" 2>/dev/null
+GX_PID= SRV_PID=
+fi
+
+if [ "$PART" = all ] || [ "$PART" = speedup ]; then
+# 7. The faster candidate (float erff, unrolled: about 1.2-1.5x on a quiet machine) against
+# the baseline submitted unchanged, in one episode on one executor: the speedup of the
+# first step must exceed that of the second. Both are medians of interleaved calls
+# (candidate and baseline alternate), so load on the machine slows both sides of each
+# ratio alike; an absolute bound (the reward above 210 once asserted here) failed on a
+# loaded machine. Run alone (RUN_SERIAL) with the full count of timed calls.
+rm -rf "$WORK/state"
+ka_stack "$WORK/tasks"
+AGENT="case \$KA_STEP in 0) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; esac"
+ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 9 --max-steps 2 \
+  --workspace "$WORK/ws-speedup" --agent "command:$AGENT" >"$WORK/speedup.out" 2>&1
+rc=$?
+cat "$WORK/speedup.out"
+check "speedup episode exits 0" [ "$rc" -eq 0 ]
+check "speedup: both steps OK" [ "$(grep -c '^step [12]: status OK' "$WORK/speedup.out")" -eq 2 ]
+s1=$(sqlite3 "$STATE/trace.db" "SELECT geomean_speedup FROM steps WHERE step=1")
+s2=$(sqlite3 "$STATE/trace.db" "SELECT geomean_speedup FROM steps WHERE step=2")
+check "speedup: fast candidate ($s1) faster than the baseline against itself ($s2)" \
+  awk -v a="${s1:-0}" -v b="${s2:-0}" 'BEGIN{exit !(a > b && b > 0)}'
+fi
 
 [ $fail -eq 0 ] && echo "e2e_host: all checks passed"
 exit $fail

@@ -9,20 +9,8 @@
 set -u
 BIN=$1
 SRC=$2
-WORK=$(mktemp -d /tmp/ka-hb-XXXXXX)
-fail=0
-cleanup() {
-  [ -n "${GX_PID:-}" ] && kill "$GX_PID" 2>/dev/null
-  [ -n "${SRV_PID:-}" ] && kill "$SRV_PID" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM
+ka_init hb
 
 # run NAME INTERVAL: server (heartbeat timeout 3 s) + gpuexec sending heartbeats every
 # INTERVAL s, one episode of one step with the slow candidate; leaves $WORK/NAME.*
@@ -44,7 +32,7 @@ run() {
     fi
     sleep 0.2
   done
-  "$BIN/envctl" episode --server "$URL" --task bench/copy --seed 3 --max-steps 1 \
+  ka_run "$BIN/envctl" episode --server "$URL" --task bench/copy --seed 3 --max-steps 1 \
     --workspace "$WORK/$name-ws" \
     --agent "command:cp $SRC/tests/candidates/bench_copy_slow/copy.c copy.c" \
     >"$WORK/$name.out" 2>&1

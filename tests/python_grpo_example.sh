@@ -6,32 +6,16 @@ set -u
 BIN=$1
 SRC=$2
 PY=$3
-WORK=$(mktemp -d /tmp/ka-grpo-XXXXXX)
-STATE=$WORK/state
-mkdir -p "$STATE"
-cleanup() {
-  kill "$GX" "$SRV" 2>/dev/null
-  wait 2>/dev/null
-  rm -rf "$WORK"
-}
-SRV=""
-GX=""
-trap cleanup EXIT
-"$BIN/envserver" --state "$STATE" --tasks "$SRC/tasks" >"$WORK/server.log" 2>&1 &
-SRV=$!
-"$BIN/gpuexec" --server "ipc://$STATE/exec.ipc" --tasks "$SRC/tasks" --backends host \
-  >"$WORK/gpuexec.log" 2>&1 &
-GX=$!
-fail=0
-"$PY" "$SRC/examples/grpo_step.py" --url "ipc://$STATE/env.ipc" --task host/gelu -n 4 --seed 3 \
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM, ka_task_copy, ka_stack
+ka_init grpo
+# the test profile: host/gelu with small cases (the example's flow is under test, not
+# the kernel's speed)
+ka_task_copy host/gelu "s/n: 1048576}/n: 65536}/; s/n: 2097152}/n: 131072}/; s/n: 1000003}/n: 65537}/"
+ka_stack "$WORK/tasks"
+ka_run "$PY" "$SRC/examples/grpo_step.py" --url "$URL" --task host/gelu -n 4 --seed 3 \
   --timeout 600 >"$WORK/out.txt" 2>&1
 rc=$?
 cat "$WORK/out.txt"
-check() { # check NAME COMMAND...
-  name=$1
-  shift
-  if "$@"; then echo "ok   - $name"; else echo "FAIL - $name"; fail=1; fi
-}
 check "grpo_step.py exits 0" [ "$rc" -eq 0 ]
 check "4 rollouts listed" [ "$(grep -cE '^ +[0-3] ep-' "$WORK/out.txt")" -eq 4 ]
 check "baseline rollouts are OK" grep -qE '^ +0 ep-[0-9a-f]+ +OK ' "$WORK/out.txt"

@@ -7,8 +7,9 @@ set -eu
 BIN=$1
 SRC=$2
 ENVCTL=$BIN/envctl
-T=$(mktemp -d "${TMPDIR:-/tmp}/ka-report-test-XXXXXX")
-trap 'rm -rf "$T"' EXIT
+. "$SRC/tests/lib.sh" # cleanup on EXIT/INT/TERM
+ka_init report
+T=$WORK
 cp -r "$SRC/tests/fixtures/runs" "$T/runs"
 fail() {
   echo "report_render: FAIL: $*" >&2

@@ -19,21 +19,9 @@ set -u
 set -f # no pathname expansion: texts of the manifest are split unquoted
 BIN=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
-WORK=$(mktemp -d /tmp/ka-sandbox-XXXXXX)
-fail=0
-PIDS=""
+. "$SRC/tests/lib.sh" # check, cleanup of KA_PIDS on EXIT/INT/TERM
+ka_init sandbox
 TAB=$(printf '\t')
-cleanup() {
-  for p in $PIDS; do kill "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
 status_num() { # kernelarena.proto Status name -> number
   case $1 in
     OK) echo 1 ;; COMPILE_ERROR) echo 2 ;; INCORRECT) echo 3 ;; RUNTIME_ERROR) echo 4 ;;
@@ -91,11 +79,11 @@ start_stack() {
   st=$WORK/$name
   mkdir -p "$st"
   "$BIN/envserver" --state "$st" --tasks "$WORK/tasks" >"$st/server.log" 2>&1 &
-  PIDS="$PIDS $!"
+  KA_PIDS="$KA_PIDS $!"
   env "$@" "$BIN/gpuexec" --server "ipc://$st/exec.ipc" --tasks "$WORK/tasks" --backends host \
     >"$st/gpuexec.log" 2>&1 &
   GX=$!
-  PIDS="$PIDS $GX"
+  KA_PIDS="$KA_PIDS $GX"
   i=0
   until "$BIN/envctl" health --server "ipc://$st/env.ipc" --timeout 2 2>/dev/null |
     grep -q "executors=[1-9]"; do
@@ -119,7 +107,7 @@ episode() {
   task_n=$(echo "$task" | tr / _)
   source=$(sed -n 's/^source: *//p' "$WORK/tasks/$task/task.yaml")
   AGENT="set -- $list; shift \$KA_STEP; cp $SRC/\$1 $source"
-  "$BIN/envctl" episode --server "ipc://$WORK/$name/env.ipc" --task "$task" --seed 11 \
+  ka_run "$BIN/envctl" episode --server "ipc://$WORK/$name/env.ipc" --task "$task" --seed 11 \
     --max-steps $# --workspace "$WORK/$name/ws-$task_n" --agent "command:$AGENT" \
     >"$WORK/$name/episode.$task_n.out" 2>&1
   echo "episode $name $task exited $?"

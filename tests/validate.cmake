@@ -1,5 +1,6 @@
 # `envctl validate`: every host task must pass (one ctest entry per task, so they run in
-# parallel and a failure names the task), the broken fixtures in tests/tasks-bad must
+# parallel and a failure names the task; the test profile: 2 seeds, 3 timed calls, no
+# warm-up, on the task's own cases), the broken fixtures in tests/tasks-bad must
 # FAIL with the right reasons, and the fixtures in tests/fixtures/validate get the verdicts
 # their task.yaml fields call for. Included from tests/CMakeLists.txt.
 file(GLOB KA_HOST_TASKS CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/tasks/host/*/task.yaml)
@@ -8,7 +9,7 @@ foreach(yaml ${KA_HOST_TASKS})
   get_filename_component(name ${dir} NAME)
   add_test(NAME validate_host_${name}
     COMMAND ${CMAKE_BINARY_DIR}/bin/envctl validate --tasks ${PROJECT_SOURCE_DIR}/tasks
-            host/${name} --reps 5 --warmup 1 --quiet)
+            host/${name} --seeds 2 --reps 3 --warmup 0 --quiet)
   set_tests_properties(validate_host_${name} PROPERTIES TIMEOUT 300)
 endforeach()
 

@@ -9,14 +9,8 @@ set -u
 BIN=$1
 SRC=$2
 PART=${3:-all}
-WORK=$(mktemp -d /tmp/ka-validate-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-fail=0
-check() { # check DESCRIPTION COMMAND...
-  desc=$1
-  shift
-  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; fail=1; fi
-}
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM
+ka_init validate
 # section TASK: the lines of TASK's block in the text report
 section() { awk -v t="== $1:" 'index($0, t) == 1 {on = 1; print; next} /^== / {on = 0} on' "$WORK/bad.txt"; }
 has() { # has TASK REGEX: a line of TASK's block matches REGEX
