@@ -467,6 +467,9 @@ static int cuda_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
   if (index < 0 || index >= n)
     return ka_seterr(err, errlen, KA_EINVAL, "cuda device %d does not exist (%d devices)", index,
                      n);
+  /* NVRTC is loaded now, not at the first compile: a runner opened ahead of its job
+   * (gpuexec's pool) has it ready; a missing NVRTC is still reported by compile */
+  pthread_once(&cuda_rtc_once, cuda_rtc_load);
   ka_backend_ctx *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
   ctx->index = index;
