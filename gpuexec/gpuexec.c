@@ -223,6 +223,7 @@ static void *gx_worker_main(void *arg) {
     poll.worker_id = w->id;
     poll.device = w->dev;
     poll.wait_ms = GX_POLL_WAIT_MS;
+    poll.heartbeats = w->hb_interval_s > 0;
     if (have_pending) poll.result = &pending;
     req.request_id = ++reqid;
     req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
