@@ -36,9 +36,12 @@
 #define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off the executor socket */
-#define ES_CLIENT_RECV_MAX_BYTES                                                            \
-  ((size_t)16 << 20) /* largest message read off the client socket (a Step holds at most \
-                        ES_MAX_TOTAL_BYTES of files); nng drops the connection past it */
+#define ES_CLIENT_RECV_MAX_BYTES                                                           \
+  ((size_t)24 << 20) /* largest message read off the client socket; nng drops the        \
+                        connection past it (it allocates what a peer announces) */
+#define ES_REQUEST_MAX_BYTES                                                             \
+  (ES_MAX_TOTAL_BYTES + ((size_t)1 << 20)) /* a larger request is refused               \
+                                              RESOURCE_EXHAUSTED without being decoded */
 #define ES_MAX_INFLIGHT_MB 512 /* default of --max-inflight-mb: requests being handled plus \
                                   the files of queued and running jobs */
 #define ES_SEND_TIMEOUT_MS 10000 /* a reply the peer does not take within this is dropped */

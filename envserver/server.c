@@ -838,6 +838,18 @@ static void srv_client_request(srv_ctx *c, nng_msg *m) {
   int over = held + len > s->cfg.max_inflight_bytes;
   if (!over) s->inflight_bytes += len;
   pthread_mutex_unlock(&s->mtx);
+  if (!over && len > ES_REQUEST_MAX_BYTES) {
+    pthread_mutex_lock(&s->mtx);
+    s->inflight_bytes -= len;
+    pthread_mutex_unlock(&s->mtx);
+    snprintf(why, sizeof why,
+             "the request is %zu bytes; a request carries at most %zu bytes of files (%zu in "
+             "all with its other fields)",
+             len, ES_MAX_TOTAL_BYTES, ES_REQUEST_MAX_BYTES);
+    srv_client_refuse(c, m, srv_salvage_id(body, len),
+                      KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 0, why);
+    return;
+  }
   if (over) {
     snprintf(why, sizeof why,
              "the server holds %zu bytes of requests and evaluations in flight; this request "

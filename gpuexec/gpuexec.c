@@ -4,6 +4,7 @@
  * process never loads a vendor library), starts one worker thread per device, and
  * each worker long-polls the envserver's executor socket for jobs (pull model: an
  * executor dials the server, so executors on other hosts work the same way). */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -290,6 +292,32 @@ static void *gx_worker_main(void *arg) {
   return NULL;
 }
 
+/* Evaluation folders: each gpuexec keeps its ka-eval-* folders under
+ * $TMPDIR/ka-gpuexec-<pid>, named by its pid, so that it removes them on SIGTERM and a
+ * later gpuexec removes those of a process that died (kill -9, OOM) at start. Only
+ * folders of this user whose pid is not alive are removed. */
+#define GX_OWN_PREFIX "ka-gpuexec-"
+
+static void gx_reap_stale(const char *tmp) {
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, GX_OWN_PREFIX, strlen(GX_OWN_PREFIX))) continue;
+    char *end;
+    long pid = strtol(e->d_name + strlen(GX_OWN_PREFIX), &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+    if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    if (ka_rmtree(path) == KA_OK)
+      fprintf(stderr, "gpuexec: removed %s (left by gpuexec %ld, which is gone)\n", path, pid);
+  }
+  closedir(d);
+}
+
 static void gx_usage(FILE *f) {
   fprintf(f,
           "usage: gpuexec [options]\n"
@@ -368,10 +396,17 @@ int main(int argc, char **argv) {
     snprintf(cachebuf, sizeof cachebuf, "%s/kernelarena-cache-%d", tmp, (int)getuid());
     cache = cachebuf;
   }
+  gx_reap_stale(tmp);
+  char own_tmp[PATH_MAX];
+  snprintf(own_tmp, sizeof own_tmp, "%s/%s%d", tmp, GX_OWN_PREFIX, (int)getpid());
+  if (mkdir(own_tmp, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "gpuexec: cannot create %s: %s\n", own_tmp, strerror(errno));
+    return 1;
+  }
   ka_exec_config cfg = {.server_url = server,
                         .runner_path = runner,
                         .cache_dir = cache,
-                        .tmp_dir = tmp,
+                        .tmp_dir = own_tmp,
                         .tasks = reg,
                         .verbose = verbose};
 
@@ -387,6 +422,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) known |= !strcmp(all[i], b);
     if (!known) {
       fprintf(stderr, "gpuexec: unknown backend '%s' (host, cuda or hip)\n", b);
+      rmdir(own_tmp);
       return 2;
     }
     Kernelarena__V1__DescribeResponse *d;
@@ -412,6 +448,7 @@ int main(int argc, char **argv) {
   }
   if (nworkers == 0) {
     fprintf(stderr, "gpuexec: no devices found on any backend\n");
+    rmdir(own_tmp);
     return 1;
   }
   for (int i = 0; i < nworkers; i++) {
@@ -425,6 +462,7 @@ int main(int argc, char **argv) {
   /* Workers may be inside an evaluation; their runners die with their process
    * groups' deadlines. Exit without waiting for a poll to time out. */
   ka_kill_runners();
+  ka_rmtree(own_tmp); /* the evaluation folders of jobs cut short */
   fflush(NULL);
   _exit(0);
 }
