@@ -54,6 +54,7 @@ struct ka_client {
   int npipes;          /* open connections */
   int connected_once;  /* a connection was up at some time */
   unsigned removals;   /* connections closed so far */
+  int healthy;         /* a connection is up and no call saw it reset since */
   ka_call *calls;      /* calls waiting for a reply (RECV) */
 };
 
@@ -87,9 +88,11 @@ static void kc_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
   if (ev == NNG_PIPE_EV_ADD_POST) {
     c->npipes++;
     c->connected_once = 1;
+    c->healthy = 1;
   } else if (ev == NNG_PIPE_EV_REM_POST) {
     if (c->npipes > 0) c->npipes--;
     c->removals++;
+    c->healthy = 0;
     for (ka_call *k = c->calls; k; k = k->next) {
       k->conn_lost = 1;
       nng_aio_cancel(k->aio);
@@ -202,6 +205,14 @@ static void kc_cb(void *arg) {
     kc_untrack(k);
     pthread_mutex_lock(&k->mtx);
   }
+  if (rv == NNG_ECONNRESET || rv == NNG_ECLOSED) {
+    /* nng saw the connection go (perhaps before its pipe event): later calls must not
+     * wait their whole timeout for it */
+    pthread_mutex_lock(&k->client->mtx);
+    k->client->healthy = 0;
+    pthread_mutex_unlock(&k->client->mtx);
+    k->conn_lost = k->conn_lost || rv == NNG_ECONNRESET;
+  }
   if (rv) {
     if (k->state == KC_SEND) nng_msg_free(nng_aio_get_msg(k->aio));
     k->rv = rv;
@@ -262,7 +273,7 @@ int ka_client_start(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
   /* The server was reachable and the connection is down: it has KC_RECONNECT_MS to come
    * back, rather than the whole timeout. */
   pthread_mutex_lock(&c->mtx);
-  int down = c->connected_once && c->npipes == 0;
+  int down = c->connected_once && (c->npipes == 0 || !c->healthy);
   k->removals_at_start = c->removals;
   pthread_mutex_unlock(&c->mtx);
   if (down && (timeout_ms <= 0 || timeout_ms > KC_RECONNECT_MS)) {
