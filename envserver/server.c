@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "envserver.h"
 
@@ -984,7 +985,10 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   es_worker *w = es_worker_touch(&s->jobs, poll->worker_id, poll->device, now);
   if (poll->heartbeats) w->acks = 1;
   if (poll->result) {
-    if (w->job && !strcmp(w->job->id, poll->result->job_id)) {
+    /* a result counts only from the connection that took the job: another peer naming
+     * the same worker id cannot post it */
+    if (w->job && !strcmp(w->job->id, poll->result->job_id) &&
+        (!w->pipe_id || w->pipe_id == pipe_id)) {
       completing = es_jobs_detach(&s->jobs, w);
       completing->state = ES_JOB_COMPLETING;
     } else {
@@ -1151,6 +1155,20 @@ static void srv_exec_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg) {
   srv_dispatch(s, &out);
   pthread_mutex_unlock(&s->mtx);
   srv_out_flush(&out);
+}
+
+/* nng pipe event before an executor connection is admitted (an nng thread): over ipc,
+ * a peer of another user is refused (the socket's permissions already keep them out;
+ * this also holds if the file's mode was changed). */
+static void srv_exec_pipe_admit(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  es_server *s = arg;
+  uint64_t uid;
+  if (ev != NNG_PIPE_EV_ADD_PRE || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
+  if (uid != (uint64_t)getuid() && uid != 0) {
+    es_log(s, "executor connection of uid %llu refused (only uid %d may run executors)",
+           (unsigned long long)uid, (int)getuid());
+    nng_pipe_close(p);
+  }
 }
 
 /* The ack rule (mtx held, timer thread): a job handed to a worker that acknowledges jobs
@@ -1361,8 +1379,22 @@ static int srv_sock_open(es_server *s, srv_sock *sk, srv_kind kind, const char *
                            kind == SRV_CLIENT ? ES_CLIENT_RECV_MAX_BYTES : ES_RECV_MAX_BYTES);
   if (rv == 0 && kind == SRV_EXEC)
     rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_REM_POST, srv_exec_pipe_gone, s);
-  if (rv == 0) rv = nng_listen(sk->sock, url, NULL, 0);
+  if (rv == 0 && kind == SRV_EXEC)
+    rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_ADD_PRE, srv_exec_pipe_admit, s);
+  nng_listener l;
+  if (rv == 0) rv = nng_listener_create(&l, sk->sock, url);
+  /* What authenticates an executor over ipc: only this user (and root) may connect
+   * (docs/protocol.md, "Executors"). */
+  if (rv == 0 && kind == SRV_EXEC && !strncmp(url, "ipc://", 6))
+    rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
+  if (rv == 0) rv = nng_listener_start(l, 0);
   if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  if (kind == SRV_EXEC && strncmp(url, "ipc://", 6))
+    fprintf(stderr,
+            "envserver: warning: the executor endpoint %s does not authenticate its peers: "
+            "anyone who can reach it can take jobs (the candidates' sources) and post results. "
+            "Keep it on a private network, or use ipc:// on one host.\n",
+            url);
   return KA_OK;
 }
 

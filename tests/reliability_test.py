@@ -6,7 +6,7 @@ executors (pynng REQ sockets, or child processes that can be killed or stopped).
     reliability_test.py BIN_DIR SOURCE_DIR CASE
 
 CASE: slow_reader, dead_executor, dead_server, utf8, store_locked, close_unrecorded,
-store_refused, max_episodes, inflight_memory, cleanup. Prints "ok - ..." per check,
+store_refused, max_episodes, inflight_memory, cleanup, exec_auth. Prints "ok - ..." per check,
 exits 1 at the first failure (with the server's log). Each case runs in under a minute.
 """
 import atexit
@@ -567,6 +567,15 @@ def case_close_unrecorded():
           "the episode's workspace is removed once its close is recorded")
 
 
+def _start_refused(pre, state):
+    """Starts envserver on state and expects it to exit (refusing the store) within 15 s."""
+    try:
+        return subprocess.run(pre + [os.path.join(BIN, "envserver"), "--state", state, "--tasks",
+                                     TASKS], capture_output=True, text=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        fail("the server accepted the trace store at start (still running after 15 s)")
+
+
 def case_store_refused():
     """Item 9: a read-only or damaged trace.db is refused at start with a clear error."""
     srv = Server()
@@ -583,8 +592,7 @@ def case_store_refused():
     pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] \
         if os.getuid() == 0 else []
     os.chmod(WORK, 0o755)
-    p = subprocess.run(pre + [os.path.join(BIN, "envserver"), "--state", srv.state, "--tasks",
-                              TASKS], capture_output=True, text=True, timeout=30)
+    p = _start_refused(pre, srv.state)
     check(p.returncode != 0 and "read-only" in p.stderr,
           f"read-only trace.db refused (exit {p.returncode}): {p.stderr.strip()[-200:]}")
     os.chmod(db, 0o644)
@@ -597,8 +605,7 @@ def case_store_refused():
     with open(db, "r+b") as f:
         f.seek(size // 2)
         f.write(os.urandom(8192))
-    p = subprocess.run([os.path.join(BIN, "envserver"), "--state", srv.state, "--tasks", TASKS],
-                       capture_output=True, text=True, timeout=30)
+    p = _start_refused([], srv.state)
     check(p.returncode != 0 and ("damaged" in p.stderr or "malformed" in p.stderr),
           f"damaged trace.db refused (exit {p.returncode}): {p.stderr.strip()[-200:]}")
 
@@ -722,6 +729,46 @@ def case_cleanup():
     c.close(ep)
     check(not os.path.exists(ws), "Close removed the workspace once recorded")
     srv.terminate()
+
+
+def case_exec_auth():
+    """What authenticates an executor: over ipc, the socket file is the owner's alone
+    (0600) and peers of other users are refused; a job's result counts only from the
+    connection that took it, whatever worker id another peer claims."""
+    srv = Server()
+    path = srv.exec_url[len("ipc://"):]
+    mode = os.stat(path).st_mode & 0o777
+    check(mode == 0o600, f"exec.ipc has mode {oct(mode)}")
+    if os.getuid() == 0:
+        os.chmod(WORK, 0o755)
+        os.chmod(srv.state, 0o755)
+        os.chmod(path, 0o666)  # even if its mode is widened, the peer's uid is checked
+        probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(3);"
+                 "s.connect(sys.argv[1]); s.sendall(b'\\x00SP\\x00\\x00\\x30\\x00\\x00');"
+                 "s.recv(8); print('closed' if s.recv(1) == b'' else 'open')")
+        p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            sys.executable, "-c", probe, path], capture_output=True, text=True,
+                           timeout=20)
+        check(p.stdout.strip() == "closed",
+              f"a peer of another user gets no executor connection: {p.stdout.strip()} "
+              f"{p.stderr.strip()[-120:]}")
+        os.chmod(path, 0o600)
+    w = Exec(srv.exec_url, "W/1/host:0")
+    w.send_poll(wait_ms=100)
+    w.recv()
+    ep = reset(srv.url)
+    wait = step_async(srv.url, ep)
+    job = w.take()
+    impostor = Exec(srv.exec_url, "W/1/host:0")
+    impostor.send_poll(ok_result(job.job_id), wait_ms=100)
+    impostor.recv()
+    st = call(srv.url, "state", pb.StateRequest(episode_id=ep))
+    check(st.state.step == 0 and st.state.inflight_step == 1,
+          "a result posted by another connection under the same worker id is ignored")
+    w.send_poll(ok_result(job.job_id), wait_ms=100)
+    w.recv()
+    r = wait()
+    check(r.WhichOneof("body") == "step", "the result of the connection that took the job counts")
 
 
 def _ignore(f):
