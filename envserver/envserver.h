@@ -13,8 +13,9 @@
  *
  * Locking: one mutex, es_server.mtx, guards the episode table, the job queue, the
  * worker list and every context's parking state. The trace store has its own mutex and
- * is never called with es_server.mtx held. nng calls that can run a completion callback
- * are made with no lock held.
+ * is never called with es_server.mtx held, and never from an nng callback thread (store
+ * threads in server.c do that work). nng calls that can run a completion callback are
+ * made with no lock held.
  *
  * Memory: allocation failure is fatal (es_xmalloc aborts with a message, as Redis'
  * zmalloc does): the server's allocations are small and bounded by the limits below,
