@@ -37,20 +37,22 @@
 #define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off the executor socket */
-#define ES_CLIENT_RECV_MAX_BYTES                                                           \
-  ((size_t)24 << 20) /* largest message read off the client socket; nng drops the        \
+#define ES_CLIENT_RECV_MAX_BYTES                                                  \
+  ((size_t)24 << 20) /* largest message read off the client socket; nng drops the \
                         connection past it (it allocates what a peer announces) */
-#define ES_REQUEST_MAX_BYTES                                                             \
-  (ES_MAX_TOTAL_BYTES + ((size_t)1 << 20)) /* a larger request is refused               \
+#define ES_REQUEST_MAX_BYTES                                              \
+  (ES_MAX_TOTAL_BYTES + ((size_t)1 << 20)) /* a larger request is refused \
                                               RESOURCE_EXHAUSTED without being decoded */
-#define ES_MAX_INFLIGHT_MB 512 /* default of --max-inflight-mb: requests being handled plus \
-                                  the files of queued and running jobs */
+#define ES_MAX_INFLIGHT_MB                                                                    \
+  512                            /* default of --max-inflight-mb: requests being handled plus \
+                                    the files of queued and running jobs */
 #define ES_SEND_TIMEOUT_MS 10000 /* a reply the peer does not take within this is dropped */
-#define ES_ACK_S 5.0 /* a job handed to a worker that acknowledges jobs must be acknowledged \
-                        (heartbeat) within this, else it goes to another idle worker */
-#define ES_MAX_OPEN_EPISODES 100000           /* default of --max-episodes */
-#define ES_MAX_QUEUED_JOBS 65536              /* default of --max-queued (and its upper bound) */
-#define ES_IDLE_TTL_S 3600.0                  /* default of --idle-ttl, seconds */
+#define ES_ACK_S                                                              \
+  5.0 /* a job handed to a worker that acknowledges jobs must be acknowledged \
+         (heartbeat) within this, else it goes to another idle worker */
+#define ES_MAX_OPEN_EPISODES 100000 /* default of --max-episodes */
+#define ES_MAX_QUEUED_JOBS 65536    /* default of --max-queued (and its upper bound) */
+#define ES_IDLE_TTL_S 3600.0        /* default of --idle-ttl, seconds */
 #define ES_HEARTBEAT_LOST_S \
   15.0                        /* a worker that sent heartbeats is lost this long after the last */
 #define ES_JOB_MAX_ATTEMPTS 2 /* dispatches of one job before a lost worker fails it */
@@ -149,7 +151,7 @@ typedef struct es_job {
   int attempts;          /* times dispatched to a worker */
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
-  es_fileset files; /* the complete editable set of the candidate */
+  es_fileset files;  /* the complete editable set of the candidate */
   size_t held_bytes; /* es_fileset_bytes(files) at creation (es_jobs_held_bytes) */
   es_job_state state;
   struct es_worker *worker;          /* RUNNING: the worker holding it */

@@ -318,10 +318,10 @@ typedef struct srv_sock {
 typedef struct srv_work {
   struct srv_work *next;
   struct srv_ctx *c;
-  nng_msg *m;                      /* the request's message (freed by the handler) */
-  Kernelarena__V1__Request *rq;    /* decoded */
-  size_t acct;                     /* bytes counted in es_server.inflight_bytes */
-  es_job *job;                     /* COMPLETING: owned by the work */
+  nng_msg *m;                        /* the request's message (freed by the handler) */
+  Kernelarena__V1__Request *rq;      /* decoded */
+  size_t acct;                       /* bytes counted in es_server.inflight_bytes */
+  es_job *job;                       /* COMPLETING: owned by the work */
   Kernelarena__V1__ExecRequest *erq; /* holds the job's Result */
   char worker_id[260];
 } srv_work;
@@ -873,10 +873,10 @@ static void srv_client_request(srv_ctx *c, nng_msg *m) {
     pthread_mutex_lock(&s->mtx);
     s->inflight_bytes -= len;
     pthread_mutex_unlock(&s->mtx);
-    srv_client_refuse(c, m, rid,
-                      rq ? KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT
-                         : KERNELARENA__V1__ERROR_CODE__MALFORMED,
-                      0, why);
+    srv_client_refuse(
+        c, m, rid,
+        rq ? KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT : KERNELARENA__V1__ERROR_CODE__MALFORMED,
+        0, why);
     return;
   }
   if (srv_uses_store(rq)) {
@@ -940,7 +940,8 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   nng_msg_free(m);
   /* Compiler logs and messages may quote a submission's bytes: stored and echoed only as
    * UTF-8. */
-  if (rq && es_pb_utf8_fix(&rq->base)) es_log(s, "executor request: bytes that are not UTF-8 replaced by '?'");
+  if (rq && es_pb_utf8_fix(&rq->base))
+    es_log(s, "executor request: bytes that are not UTF-8 replaced by '?'");
   if (rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT) {
     srv_heartbeat(c, rq);
     return;
