@@ -261,7 +261,8 @@ class Soak:
         wrong = [(ep, s) for ep, st in self.acked.items() for s, r in st.items()
                  if s in rows.get(ep, {}) and abs(rows[ep][s] - r) > 1e-9]
         unclosed = db.execute("SELECT count(*) FROM episodes WHERE closed_at IS NULL").fetchone()[0]
-        left = [os.path.join(r, d) for r, ds, _ in os.walk(self.tmp) for d in ds]
+        left = [os.path.join(r, d) for r, ds, _ in os.walk(self.tmp) for d in ds
+                if d.startswith(("ka-eval-", "ka-gpuexec-"))]  # not the reference cache
         ws = os.listdir(os.path.join(self.state, "workspaces"))
         print(f"soak: {wall:.0f} s, {self.a.clients} clients, {self.a.executors} gpuexecs (host)")
         print(f"faults injected: {sum(self.faults.values())} {dict(self.faults)}")
