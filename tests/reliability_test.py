@@ -6,7 +6,7 @@ executors (pynng REQ sockets, or child processes that can be killed or stopped).
     reliability_test.py BIN_DIR SOURCE_DIR CASE
 
 CASE: slow_reader, dead_executor, dead_server, utf8, store_locked, close_unrecorded,
-store_refused, max_episodes, inflight_memory, cleanup, exec_auth. Prints "ok - ..." per check,
+store_refused, max_episodes, inflight_memory, cleanup, exec_auth, enospc. Prints "ok - ..." per check,
 exits 1 at the first failure (with the server's log). Each case runs in under a minute.
 """
 import atexit
@@ -81,14 +81,14 @@ def spawn(argv, **kw):
 class Server:
     """An envserver on a fresh state folder (or `state`), waited on until it answers."""
 
-    def __init__(self, *args, state=None, wait=True):
+    def __init__(self, *args, state=None, wait=True, env=None):
         self.state = state or tempfile.mkdtemp(prefix="state-", dir=WORK)
         self.url = f"ipc://{self.state}/env.ipc"
         self.exec_url = f"ipc://{self.state}/exec.ipc"
         self.logpath = os.path.join(WORK, f"server-{len(SERVERS)}.log")
         self.log = open(self.logpath, "w")
         self.p = spawn([os.path.join(BIN, "envserver"), "--state", self.state, "--tasks", TASKS,
-                        *args], stdout=self.log, stderr=subprocess.STDOUT)
+                        *args], stdout=self.log, stderr=subprocess.STDOUT, env=env)
         SERVERS.append(self)
         if wait:
             self.wait_up()
@@ -769,6 +769,38 @@ def case_exec_auth():
     w.recv()
     r = wait()
     check(r.WhichOneof("body") == "step", "the result of the connection that took the job counts")
+
+
+def case_enospc():
+    """Item 8: on a full disk (writes under the state folder fail with ENOSPC, through an
+    LD_PRELOAD shim), a Reset and a Close say so, the Close is not answered
+    was_open = true, and both work again once there is space."""
+    shim = os.environ.get("KA_TEST_ENOSPC_SHIM")
+    if not shim or not os.path.exists(shim):
+        fail("KA_TEST_ENOSPC_SHIM must name the built enospc shim (tests/reliability.cmake)")
+    state = tempfile.mkdtemp(prefix="state-", dir=WORK)
+    flag = os.path.join(WORK, "disk-full")
+    srv = Server(state=state, env=dict(os.environ, LD_PRELOAD=shim, KA_TEST_ENOSPC_DIR=state,
+                                       KA_TEST_ENOSPC_FLAG=flag))
+    e = Exec(srv.exec_url, "E/1/host:0")
+    e.send_poll(wait_ms=100)
+    e.recv()
+    ep = reset(srv.url)
+    open(flag, "w").close()
+    r = call(srv.url, "reset", pb.ResetRequest(task_id="host/gelu"), timeout=15)
+    check(err(r) is not None and err(r)[0] == "INTERNAL" and err(r)[2] and
+          "no space left on device" in r.error.message.lower(), f"Reset on a full disk: {err(r)}")
+    r = call(srv.url, "close", pb.CloseRequest(episode_id=ep), timeout=15)
+    check(err(r) is not None and err(r)[0] == "INTERNAL" and
+          "no space left on device" in r.error.message.lower(), f"Close on a full disk: {err(r)}")
+    os.remove(flag)
+    r = call(srv.url, "close", pb.CloseRequest(episode_id=ep), timeout=15)
+    check(r.WhichOneof("body") == "close", f"Close once there is space: {err(r)}")
+    row = sqlite3.connect(os.path.join(state, "trace.db")).execute(
+        "SELECT closed_at FROM episodes WHERE id=?", (ep,)).fetchone()
+    check(row and row[0] is not None, "the close is recorded")
+    r = call(srv.url, "reset", pb.ResetRequest(task_id="host/gelu"), timeout=15)
+    check(r.WhichOneof("body") == "reset", f"Reset once there is space: {err(r)}")
 
 
 def _ignore(f):
