@@ -38,7 +38,7 @@
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off the executor socket */
 #define ES_CLIENT_RECV_MAX_BYTES                                                  \
-  ((size_t)24 << 20) /* largest message read off the client socket; nng drops the \
+  ((size_t)8 << 20) /* largest message read off the client socket; nng drops the \
                         connection past it (it allocates what a peer announces) */
 #define ES_REQUEST_MAX_BYTES                                              \
   (ES_MAX_TOTAL_BYTES + ((size_t)1 << 20)) /* a larger request is refused \
