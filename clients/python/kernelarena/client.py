@@ -97,7 +97,12 @@ class _Base:
         self._waiting: Dict[int, Any] = {}
         self._lost: set = set()
         self._sock.add_post_pipe_remove_cb(self._pipe_removed)
-        self._sock.dial(self.url, block=False)
+        try:
+            self._sock.dial(self.url, block=False)
+        except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
+            self._sock.close()
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
 
     def _pipe_removed(self, _pipe):
         with self._lock:
