@@ -135,7 +135,7 @@ class Soak:
                 time.sleep(min(2.0, 0.1 * 2 ** i))
 
     def step(self, c, ep, step):
-        for i in range(30):
+        for i in range(8):
             try:
                 return c.step(ep, step, {"copy.c": CANDIDATE}, deadline_s=90)
             except KernelArenaError as e:
@@ -165,8 +165,14 @@ class Soak:
                 t.daemon = True
                 t.start()
             else:
+                p.send_signal(signal.SIGCONT)
                 p.send_signal(signal.SIGKILL if kind == "kill9" else signal.SIGTERM)
-                p.wait()
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    self.problems.append(f"gpuexec {p.pid} did not exit 20 s after {kind}")
+                    p.kill()
+                    p.wait()
                 self.execs.remove(p)
                 self.start_exec()
         elif kind == "slowread":

@@ -457,7 +457,12 @@ int main(int argc, char **argv) {
     pthread_create(&workers[i].thread, NULL, gx_worker_main, &workers[i]);
   }
   fprintf(stderr, "gpuexec: %d worker(s) polling %s\n", nworkers, server);
-  while (!atomic_load(&gx_stop)) pause();
+  /* The signal may be delivered to any thread (a worker's handler then sets gx_stop and
+   * pause() here never returns), so look at the flag a few times a second instead. */
+  while (!atomic_load(&gx_stop)) {
+    struct timespec tick = {0, 200 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+  }
   fprintf(stderr, "gpuexec: stopping\n");
   /* Workers may be inside an evaluation; their runners die with their process
    * groups' deadlines. Exit without waiting for a poll to time out. */

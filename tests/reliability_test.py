@@ -724,6 +724,23 @@ def case_cleanup():
           f"a new gpuexec removed the dead one's folder: {leftovers()}")
     g.terminate()
     g.wait(20)
+    # SIGTERM taken by a thread other than main (the kernel picks any): gpuexec exits too
+    g = gpuexec()
+    end = time.time() + 30  # until its workers run (main, workers, heartbeats, nng's)
+    while time.time() < end and len(os.listdir(f"/proc/{g.pid}/task")) < 10:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    tids = [int(t) for t in os.listdir(f"/proc/{g.pid}/task") if int(t) != g.pid]
+    check(tids and libc.syscall(234, g.pid, tids[-1], signal.SIGTERM) == 0,  # tgkill
+          "SIGTERM sent to one of gpuexec's other threads")
+    try:
+        g.wait(10)
+        ok("gpuexec exits when another thread takes the SIGTERM")
+    except subprocess.TimeoutExpired:
+        fail("gpuexec still runs 10 s after a SIGTERM taken by another thread")
+    check(leftovers() == [], f"and leaves nothing: {leftovers()}")
     ws = os.path.join(state, "workspaces", ep)
     check(os.path.isdir(ws), "an open episode has its workspace")
     c.close(ep)
