@@ -9,11 +9,13 @@
  *   reward.c   the reward function and its components
  *   store.c    the sqlite trace store (docs/trace-store.md), read by GetEpisode,
  *              ListEpisodes and Evaluate of a recorded step
+ *   utf8.c     UTF-8 checks of the string fields of decoded messages
  *
  * Locking: one mutex, es_server.mtx, guards the episode table, the job queue, the
  * worker list and every context's parking state. The trace store has its own mutex and
- * is never called with es_server.mtx held. nng calls that can run a completion callback
- * are made with no lock held.
+ * is never called with es_server.mtx held, and never from an nng callback thread (store
+ * threads in server.c do that work). nng calls that can run a completion callback are
+ * made with no lock held.
  *
  * Memory: allocation failure is fatal (es_xmalloc aborts with a message, as Redis'
  * zmalloc does): the server's allocations are small and bounded by the limits below,
@@ -34,10 +36,23 @@
 /* ---- limits (reported by Describe) */
 #define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
-#define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off a socket */
-#define ES_MAX_OPEN_EPISODES 100000           /* default of --max-episodes */
-#define ES_MAX_QUEUED_JOBS 65536              /* default of --max-queued (and its upper bound) */
-#define ES_IDLE_TTL_S 3600.0                  /* default of --idle-ttl, seconds */
+#define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off the executor socket */
+#define ES_CLIENT_RECV_MAX_BYTES                                                  \
+  ((size_t)8 << 20) /* largest message read off the client socket; nng drops the \
+                        connection past it (it allocates what a peer announces) */
+#define ES_REQUEST_MAX_BYTES                                              \
+  (ES_MAX_TOTAL_BYTES + ((size_t)1 << 20)) /* a larger request is refused \
+                                              RESOURCE_EXHAUSTED without being decoded */
+#define ES_MAX_INFLIGHT_MB                                                                    \
+  512                            /* default of --max-inflight-mb: requests being handled plus \
+                                    the files of queued and running jobs */
+#define ES_SEND_TIMEOUT_MS 10000 /* a reply the peer does not take within this is dropped */
+#define ES_ACK_S                                                              \
+  5.0 /* a job handed to a worker that acknowledges jobs must be acknowledged \
+         (heartbeat) within this, else it goes to another idle worker */
+#define ES_MAX_OPEN_EPISODES 100000 /* default of --max-episodes */
+#define ES_MAX_QUEUED_JOBS 65536    /* default of --max-queued (and its upper bound) */
+#define ES_IDLE_TTL_S 3600.0        /* default of --idle-ttl, seconds */
 #define ES_HEARTBEAT_LOST_S \
   15.0                        /* a worker that sent heartbeats is lost this long after the last */
 #define ES_JOB_MAX_ATTEMPTS 2 /* dispatches of one job before a lost worker fails it */
@@ -140,7 +155,8 @@ typedef struct es_job {
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
   uint64_t problem_seed; /* the episode's seed (Evaluate: seed): the correctness inputs' */
-  es_fileset files; /* the complete editable set of the candidate */
+  es_fileset files;  /* the complete editable set of the candidate */
+  size_t held_bytes; /* es_fileset_bytes(files) at creation (es_jobs_held_bytes) */
   es_job_state state;
   struct es_worker *worker;          /* RUNNING: the worker holding it */
   double enqueued_at, dispatched_at; /* ka_now_s() */
@@ -154,6 +170,10 @@ typedef struct es_worker {
   int heartbeats;               /* it has sent heartbeats for its current job */
   double heartbeat_lost_s;      /* copied from es_jobs at each poll */
   es_job *job;                  /* the job it holds, or NULL */
+  uint32_t pipe_id;             /* nng pipe of the poll that took its job (0: none) */
+  int acks;                     /* it acknowledges each job with a heartbeat at once
+                                   (WorkerPoll.heartbeats, or it has sent one) */
+  int acked;                    /* its current job was acknowledged (heartbeat) */
   struct es_worker *next;
 } es_worker;
 
@@ -175,6 +195,9 @@ es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_file
 void es_jobs_requeue_front(es_jobs *q, es_job *job);
 /* Frees a job that is in no queue and held by no worker. NULL is a no-op. */
 void es_job_free(es_job *job);
+/* Bytes of candidate files held by every job not yet freed (queued, running or being
+ * completed). Thread-safe (an atomic counter). */
+size_t es_jobs_held_bytes(void);
 /* Appends job to the queue (state QUEUED). */
 void es_jobs_enqueue(es_jobs *q, es_job *job);
 /* Unlinks a QUEUED job from the queue. */
@@ -313,6 +336,8 @@ typedef struct es_config {
   int contexts, max_steps, quiet;
   int max_episodes, max_queued; /* capacity limits: CAPACITY (retryable) beyond them */
   double idle_ttl_s;            /* 0: episodes never expire */
+  size_t max_inflight_bytes;    /* requests being handled + job files: RESOURCE_EXHAUSTED
+                                   (retryable) past it; 0: ES_MAX_INFLIGHT_MB MiB */
   char *admin_token;            /* NULL: held-out scoring is refused */
 } es_config;
 
@@ -328,7 +353,10 @@ typedef struct es_server {
   es_episode **ep_buckets;
   size_t ep_nbuckets;
   int nepisodes, nopen;
-  struct es_net *net; /* server.c */
+  int nresetting;        /* Resets admitted and not yet finished (counted against
+                            max_episodes with nopen) */
+  size_t inflight_bytes; /* bytes of client requests being handled (server.c) */
+  struct es_net *net;    /* server.c */
 } es_server;
 
 /* Looks an episode up by id (mtx held). NULL if unknown. */
@@ -386,6 +414,10 @@ void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *
  * episodes are then served from the trace store (State, Step's error, Close, Cancel). */
 void es_ep_close_recorded(es_server *s, const char *id);
 
+/* Removes the workspace of episode id, <state>/workspaces/<id> (mtx NOT held): called
+ * once its close is recorded. A missing folder is fine; a failure is logged. */
+void es_ep_workspace_remove(es_server *s, const char *id);
+
 /* Handles State (takes mtx itself). */
 void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,
                  es_pb_response *resp);
@@ -425,6 +457,17 @@ uint64_t es_server_waiter_take(es_server *s, void *waiter);
 /* Sends msg (ownership passes) on a context taken with es_server_waiter_take. Call
  * without mtx. */
 void es_server_send(void *ctx, nng_msg *msg);
+
+/* ---- UTF-8 (utf8.c) */
+
+/* Checks every string field of m, nested messages, repeated fields and the set member
+ * of each oneof included. Returns 1 if all are valid UTF-8; else 0 with the path of the
+ * first invalid field ("reset.options[1].value") in path (pathlen bytes, may be 0).
+ * Does not modify m. Thread-safe. */
+int es_pb_utf8_check(const ProtobufCMessage *m, char *path, size_t pathlen);
+/* Replaces every byte of m's string fields that is not part of valid UTF-8 with '?'
+ * (in place: lengths do not change). Returns 1 if anything was replaced. */
+int es_pb_utf8_fix(ProtobufCMessage *m);
 
 /* Fills buf with n random bytes from getrandom(2). Returns KA_OK or KA_ESYS. */
 int es_random(void *buf, size_t n);

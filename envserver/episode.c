@@ -155,10 +155,29 @@ static int ep_write(const char *dir, const char *path, const void *data, size_t 
     if (rc) return rc;
   }
   snprintf(tmp, sizeof tmp, "%s.ka-tmp", full);
+  errno = 0;
   int rc = ka_write_file(tmp, data, len);
   if (rc == KA_OK && rename(tmp, full) != 0) rc = KA_EIO;
-  if (rc) unlink(tmp);
+  if (rc) {
+    int e = errno;
+    unlink(tmp);
+    errno = e; /* for ep_strerror: ENOSPC is named as such */
+  }
   return rc;
+}
+
+/* The text of an ep_write failure: the system's reason (errno, e.g. "No space left on
+ * device") when there is one, else ka_strerror(rc). Call right after the failure. */
+static const char *ep_strerror(int rc) {
+  return rc == KA_EIO && errno ? strerror(errno) : ka_strerror(rc);
+}
+
+void es_ep_workspace_remove(es_server *s, const char *id) {
+  char ws[PATH_MAX];
+  if (!id || !*id || strchr(id, '/') || !strcmp(id, ".") || !strcmp(id, "..")) return;
+  snprintf(ws, sizeof ws, "%s/workspaces/%s", s->cfg.state_dir, id);
+  if (access(ws, F_OK) == 0 && ka_rmtree(ws) != KA_OK)
+    es_log(s, "episode %s: cannot remove its workspace %s", id, ws);
 }
 
 /* The observation's prompt: the task's prompt.md, the device, the rules. */
@@ -286,6 +305,13 @@ static const es_worker *ep_pick_device(es_server *s, const ka_task *t, double no
   return NULL;
 }
 
+/* A Reset admitted against --max-episodes ended without opening an episode. */
+static void ep_reset_done(es_server *s) {
+  pthread_mutex_lock(&s->mtx);
+  s->nresetting--;
+  pthread_mutex_unlock(&s->mtx);
+}
+
 void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena *a,
                  es_pb_response *resp) {
   const ka_task *t = ka_registry_find(s->reg, rq->task_id);
@@ -334,17 +360,20 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
 
   /* A device of a live executor that can run the task; its facts go into the prompt. */
   pthread_mutex_lock(&s->mtx);
-  if (s->nopen >= s->cfg.max_episodes) {
+  /* Resets in progress count against the limit: the workspace and store I/O below run
+   * unlocked, and concurrent Resets must not pass it. */
+  if (s->nopen + s->nresetting >= s->cfg.max_episodes) {
     int lim = s->cfg.max_episodes;
     pthread_mutex_unlock(&s->mtx);
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__CAPACITY, 1,
-                   "%d episodes are open (the limit); close some and retry", lim);
+                   "%d episodes are open or opening (the limit); close some and retry", lim);
     return;
   }
   ka_sb why = {0};
   int retryable = 0;
   const es_worker *w = ep_pick_device(s, t, ka_now_s(), &why, &retryable);
   es_pb_device *dev = w ? es_device_to_arena(a, w->device) : NULL;
+  if (dev) s->nresetting++; /* released by ep_reset_done on every path below */
   pthread_mutex_unlock(&s->mtx);
   if (!dev) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__UNAVAILABLE, retryable, "%s",
@@ -370,7 +399,9 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   es_fileset files = {0};
   char *prompt = ep_prompt(t, dev, max_steps);
   char err[512] = "";
+  errno = 0;
   int rc = access(ws, F_OK) == 0 ? KA_ESTATE : ka_mkdirs(ws);
+  if (rc && rc != KA_ESTATE) snprintf(err, sizeof err, "creating %s: %s", ws, ep_strerror(rc));
   for (int i = 0; rc == KA_OK && i < t->neditable; i++) {
     char src[PATH_MAX];
     char *data = NULL;
@@ -384,11 +415,11 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
     es_fileset_put(&files, t->editable[i], data, len);
     free(data);
     rc = ep_write(ws, t->editable[i], files.v[files.n - 1].data, len);
-    if (rc) snprintf(err, sizeof err, "writing %s/%s: %s", ws, t->editable[i], ka_strerror(rc));
+    if (rc) snprintf(err, sizeof err, "writing %s/%s: %s", ws, t->editable[i], ep_strerror(rc));
   }
   if (rc == KA_OK && !ka_task_is_editable(t, "prompt.md")) {
     rc = ep_write(ws, "prompt.md", prompt, strlen(prompt));
-    if (rc) snprintf(err, sizeof err, "writing %s/prompt.md: %s", ws, ka_strerror(rc));
+    if (rc) snprintf(err, sizeof err, "writing %s/prompt.md: %s", ws, ep_strerror(rc));
   }
   double created = ka_wall_s();
   if (rc == KA_OK) {
@@ -412,6 +443,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "reset failed: %s", err);
     es_fileset_free(&files);
     free(prompt);
+    ep_reset_done(s);
     return;
   }
 
@@ -454,6 +486,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   pthread_mutex_lock(&s->mtx);
   ep_insert(s, ep);
   s->nopen++;
+  s->nresetting--;
   pthread_mutex_unlock(&s->mtx);
   es_log(s, "reset %s: episode %s, seed %" PRIu64 ", run %s", t->id, id, seed, run);
   return;
@@ -461,6 +494,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
 sysfail:
   es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "getrandom failed: %s",
                  strerror(errno));
+  ep_reset_done(s);
 }
 
 /* ---- Step */
@@ -651,12 +685,15 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
     } else {
       counted = 1;
       /* The workspace is only a mirror: a failure to update it is reported, not fatal. */
-      for (int i = 0; i < job->files.n; i++) {
+      pthread_mutex_lock(&s->mtx);
+      int closed = job->ep->closed; /* its workspace is removed once the close is recorded */
+      pthread_mutex_unlock(&s->mtx);
+      for (int i = 0; !closed && i < job->files.n; i++) {
         const es_file *f = &job->files.v[i];
         int wrc = ep_write(job->ep->workspace, f->path, f->data, f->len);
         if (wrc && !*note)
           snprintf(note, sizeof note, "warning: the workspace copy of %s was not updated (%s)",
-                   f->path, ka_strerror(wrc));
+                   f->path, ep_strerror(wrc));
       }
     }
   }
@@ -728,12 +765,18 @@ void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena
   if (record) {
     char err[400];
     if (es_store_close_episode(s->store, id, ka_wall_s(), reason, err, sizeof err)) {
+      /* Closed here but not recorded: say so (a retry records it and answers
+       * was_open = false, Close being idempotent). */
       es_log(s, "close %s: %s", id, err);
-    } else {
-      pthread_mutex_lock(&s->mtx);
-      es_ep_close_recorded(s, id);
-      pthread_mutex_unlock(&s->mtx);
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                     "episode %s is closed but its close could not be recorded: %s; retry Close",
+                     id, err);
+      return;
     }
+    pthread_mutex_lock(&s->mtx);
+    es_ep_close_recorded(s, id);
+    pthread_mutex_unlock(&s->mtx);
+    es_ep_workspace_remove(s, id);
   }
   Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
   kernelarena__v1__close_response__init(cr);
@@ -833,8 +876,14 @@ void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *
     case ES_ASK_CLOSE: {
       /* an episode of an earlier server run that never recorded its close: record it */
       if (!(rec->closed_at > 0) &&
-          es_store_close_episode(s->store, rec->id, ka_wall_s(), "closed", err, sizeof err))
+          es_store_close_episode(s->store, rec->id, ka_wall_s(), "closed", err, sizeof err)) {
         es_log(s, "close %s: %s", rec->id, err);
+        es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                       "the close of episode %s could not be recorded: %s; retry Close", rec->id,
+                       err);
+        return;
+      }
+      es_ep_workspace_remove(s, rec->id);
       Kernelarena__V1__CloseResponse *cr = es_arena_alloc(a, sizeof *cr);
       kernelarena__v1__close_response__init(cr);
       cr->was_open = 0; /* not open on this server: Close is idempotent */

@@ -3,6 +3,7 @@
  * Jobs wait in one FIFO. A worker's poll takes the oldest job whose task lists the
  * worker's backend, so a queue of cuda jobs never starves a host worker. Every function
  * here runs with es_server.mtx held (the caller's duty). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,12 @@
 #include "envserver.h"
 
 #define JOB_REAP_S 600.0 /* forget idle workers not seen for this long */
+
+static atomic_size_t job_held_bytes; /* files of every job not yet freed */
+
+size_t es_jobs_held_bytes(void) {
+  return atomic_load(&job_held_bytes);
+}
 
 es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
   es_job *job = es_xcalloc(1, sizeof *job);
@@ -24,6 +31,8 @@ es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
   job->files = *files;
   memset(files, 0, sizeof *files);
   job->state = ES_JOB_QUEUED;
+  job->held_bytes = es_fileset_bytes(&job->files);
+  atomic_fetch_add(&job_held_bytes, job->held_bytes);
   return job;
 }
 
@@ -38,11 +47,14 @@ es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_file
   memset(files, 0, sizeof *files);
   job->include_held_out = include_held_out;
   job->state = ES_JOB_QUEUED;
+  job->held_bytes = es_fileset_bytes(&job->files);
+  atomic_fetch_add(&job_held_bytes, job->held_bytes);
   return job;
 }
 
 void es_job_free(es_job *job) {
   if (!job) return;
+  atomic_fetch_sub(&job_held_bytes, job->held_bytes);
   free(job->id);
   es_fileset_free(&job->files);
   free(job);
@@ -102,6 +114,7 @@ es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now) {
     j->attempts++;
     w->job = j;
     w->heartbeats = 0;
+    w->acked = 0;
     q->nrunning++;
     return j;
   }

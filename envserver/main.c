@@ -38,6 +38,8 @@ static void main_usage(FILE *f) {
           "  --admin-token-file PATH  token that allows held-out scoring (Evaluate\n"
           "                     include_held_out); default <state>/admin.token if present.\n"
           "                     KA_ADMIN_TOKEN in the environment works too.\n"
+          "  --max-inflight-mb N  bytes of requests and evaluations held at once before\n"
+          "                     requests are refused RESOURCE_EXHAUSTED (default 512)\n"
           "  --heartbeat-timeout S  a worker that sends heartbeats is lost S seconds after\n"
           "                     its last one; its job is re-dispatched (default 15)\n"
           "  --quiet            log only errors\n"
@@ -56,6 +58,7 @@ int main(int argc, char **argv) {
                                        {"idle-ttl", required_argument, NULL, 'I'},
                                        {"admin-token-file", required_argument, NULL, 'A'},
                                        {"heartbeat-timeout", required_argument, NULL, 'H'},
+                                       {"max-inflight-mb", required_argument, NULL, 'M'},
                                        {"quiet", no_argument, NULL, 'q'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
@@ -111,6 +114,12 @@ int main(int argc, char **argv) {
         int hb;
         if (ka_opt_int("envserver", "heartbeat-timeout", optarg, 1, 3600, &hb)) return 2;
         s.jobs.heartbeat_lost_s = hb;
+        break;
+      }
+      case 'M': {
+        int mb;
+        if (ka_opt_int("envserver", "max-inflight-mb", optarg, 1, 1 << 20, &mb)) return 2;
+        s.cfg.max_inflight_bytes = (size_t)mb << 20;
         break;
       }
       case 'q':

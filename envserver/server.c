@@ -14,6 +14,15 @@
  * One timer thread ends parked polls at their wait, parked Steps at their deadline, and
  * steps whose executor was lost.
  *
+ * Faults of peers (docs/protocol.md, "Faults"): a reply the peer does not read within
+ * ES_SEND_TIMEOUT_MS is dropped, and a context leaving RECV is replaced at once, so a
+ * client that pipelines requests and never reads holds contexts for seconds, never the
+ * endpoint. Parked executor polls remember their nng pipe: a poll whose connection is
+ * gone is dropped (a killed gpuexec gets no job), and a job whose worker's connection
+ * closes is re-queued at once. Requests and results that touch the trace store run on
+ * SRV_STORE_THREADS store threads, never on nng's callback threads, so a locked store
+ * delays only what needs it and Health is answered at once.
+ *
  * Locking: es_server.mtx guards every context's state and the park lists; nng
  * operations that start I/O are issued with no lock held, from an outbox collected
  * under the lock. A callback never touches its context after handing it to another
@@ -28,6 +37,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "envserver.h"
 
@@ -36,6 +46,7 @@
 #define SRV_MAX_CLIENT_CTX (ES_MAX_QUEUED_JOBS + 4096)
 #define SRV_MAX_EXEC_CTX 8192
 #define SRV_TICK_S 1.0 /* the timer thread's longest sleep */
+#define SRV_STORE_THREADS 4
 
 /* ---- memory */
 
@@ -300,6 +311,7 @@ typedef struct srv_ctx {
   double deadline;               /* PARKED: ka_now_s() at which to answer anyway; 0 none */
   es_job *job;                   /* client PARKED: the step or Evaluate job it waits for */
   es_worker *worker;             /* exec PARKED: the polling worker */
+  uint32_t pipe_id;              /* exec: the nng pipe the request came on */
   struct srv_ctx *pprev, *pnext; /* park list */
   struct srv_ctx *all_next, *idle_next;
 } srv_ctx;
@@ -314,6 +326,19 @@ typedef struct srv_sock {
   srv_ctx *park_head, *park_tail;
 } srv_sock;
 
+/* Work for a store thread: a client request that may touch the trace store (c set), or
+ * the Result of a job to record (job set). */
+typedef struct srv_work {
+  struct srv_work *next;
+  struct srv_ctx *c;
+  nng_msg *m;                        /* the request's message (freed by the handler) */
+  Kernelarena__V1__Request *rq;      /* decoded */
+  size_t acct;                       /* bytes counted in es_server.inflight_bytes */
+  es_job *job;                       /* COMPLETING: owned by the work */
+  Kernelarena__V1__ExecRequest *erq; /* holds the job's Result */
+  char worker_id[260];
+} srv_work;
+
 struct es_net {
   srv_sock client, exec;
   pthread_t timer;
@@ -321,6 +346,13 @@ struct es_net {
   pthread_cond_t cond; /* with es_server.mtx: wakes the timer thread */
   int stopping;
   double next_reap; /* ka_now_s() of the next idle-reaper pass */
+  /* the store threads' queue */
+  pthread_mutex_t wmtx;
+  pthread_cond_t wcond;
+  srv_work *whead, *wtail;
+  int wclosed; /* no more work: handled on the calling thread */
+  pthread_t wthreads[SRV_STORE_THREADS];
+  int nwthreads;
 };
 
 /* Work for after the lock is released: a reply to send, or (msg NULL) a receive to
@@ -348,9 +380,9 @@ static void srv_out_flush(srv_outbox *o) {
   for (int i = 0; i < o->n; i++) {
     srv_ctx *c = o->v[i].c;
     if (o->v[i].msg) {
-      nng_aio_set_msg(c->aio, o->v[i].msg);
-      nng_ctx_send(c->ctx, c->aio);
+      es_server_send(c, o->v[i].msg);
     } else {
+      nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
       nng_ctx_recv(c->ctx, c->aio);
     }
   }
@@ -439,6 +471,8 @@ uint64_t es_server_waiter_take(es_server *s, void *waiter) {
 
 void es_server_send(void *ctx, nng_msg *msg) {
   srv_ctx *c = ctx;
+  /* a peer that does not read its replies holds this context for this long at most */
+  nng_aio_set_timeout(c->aio, ES_SEND_TIMEOUT_MS);
   nng_aio_set_msg(c->aio, msg);
   nng_ctx_send(c->ctx, c->aio);
 }
@@ -485,6 +519,7 @@ static void srv_dispatch(es_server *s, srv_outbox *out) {
     srv_ctx *nx = c->pnext;
     es_job *job = es_jobs_assign(&s->jobs, c->worker, now);
     if (job) {
+      c->worker->pipe_id = c->pipe_id;
       uint64_t rid = c->request_id;
       srv_unpark(c);
       srv_out_push(out, c, srv_assignment(rid, job));
@@ -701,78 +736,172 @@ static void srv_list_episodes(es_server *s, const Kernelarena__V1__ListEpisodesR
   resp->list_episodes = l;
 }
 
-static void srv_client_request(srv_ctx *c, nng_msg *m) {
+/* Answers a client request at once with an error (nothing parked); consumes m. */
+static void srv_client_refuse(srv_ctx *c, nng_msg *m, uint64_t rid, Kernelarena__V1__ErrorCode code,
+                              int retryable, const char *msg) {
+  es_server *s = c->sk->s;
+  es_arena a = {0};
+  es_pb_response resp = KERNELARENA__V1__RESPONSE__INIT;
+  resp.request_id = rid;
+  es_reply_error(&a, &resp, code, retryable, "%s", msg);
+  nng_msg_free(m);
+  nng_msg *reply = es_encode(&resp.base);
+  es_arena_free(&a);
+  pthread_mutex_lock(&s->mtx);
+  c->state = SRV_SEND;
+  pthread_mutex_unlock(&s->mtx);
+  es_server_send(c, reply);
+}
+
+/* Serves one decoded client request (on an nng callback or a store thread): consumes m
+ * and rq and releases acct bytes of es_server.inflight_bytes. */
+static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *rq, size_t acct) {
   es_server *s = c->sk->s;
   es_arena a = {0};
   srv_outbox out = {0};
   es_pb_response resp = KERNELARENA__V1__RESPONSE__INIT;
-  const uint8_t *body = nng_msg_body(m);
-  size_t len = nng_msg_len(m);
-  Kernelarena__V1__Request *rq = kernelarena__v1__request__unpack(NULL, len, body);
   int parked = 0;
-  if (!rq) {
-    resp.request_id = srv_salvage_id(body, len);
-    es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__MALFORMED, 0,
-                   "the message (%zu bytes) is not a valid kernelarena.v1 Request", len);
-  } else {
-    resp.request_id = rq->request_id;
-    switch (rq->body_case) {
-      case KERNELARENA__V1__REQUEST__BODY_DESCRIBE:
-        srv_describe(s, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
-        srv_list_tasks(s, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_RESET:
-        es_ep_reset(s, rq->reset, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_STEP:
-        parked = srv_step(c, rq, &a, &resp, &out);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_CLOSE:
-        es_ep_close(s, rq->close, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_HEALTH:
-        srv_health(s, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_EVALUATE:
-        parked = srv_evaluate(c, rq, &a, &resp, &out);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_STATE:
-        es_ep_state(s, rq->state, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_CANCEL:
-        srv_cancel(s, rq, &a, &resp, &out);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_GET_EPISODE:
-        srv_get_episode(s, rq->get_episode, &a, &resp);
-        break;
-      case KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES:
-        srv_list_episodes(s, rq->list_episodes, &a, &resp);
-        break;
-      default:
-        if (rq->base.n_unknown_fields)
-          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__UNIMPLEMENTED, 0,
-                         "unknown method (field %u); this server speaks %s",
-                         rq->base.unknown_fields[0].tag, KA_PROTOCOL_VERSION);
-        else
-          es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__MALFORMED, 0,
-                         "the request names no method");
-        break;
-    }
+  resp.request_id = rq->request_id;
+  switch (rq->body_case) {
+    case KERNELARENA__V1__REQUEST__BODY_DESCRIBE:
+      srv_describe(s, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
+      srv_list_tasks(s, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_RESET:
+      es_ep_reset(s, rq->reset, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_STEP:
+      parked = srv_step(c, rq, &a, &resp, &out);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_CLOSE:
+      es_ep_close(s, rq->close, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_HEALTH:
+      srv_health(s, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_EVALUATE:
+      parked = srv_evaluate(c, rq, &a, &resp, &out);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_STATE:
+      es_ep_state(s, rq->state, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_CANCEL:
+      srv_cancel(s, rq, &a, &resp, &out);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_GET_EPISODE:
+      srv_get_episode(s, rq->get_episode, &a, &resp);
+      break;
+    case KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES:
+      srv_list_episodes(s, rq->list_episodes, &a, &resp);
+      break;
+    default:
+      if (rq->base.n_unknown_fields)
+        es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__UNIMPLEMENTED, 0,
+                       "unknown method (field %u); this server speaks %s",
+                       rq->base.unknown_fields[0].tag, KA_PROTOCOL_VERSION);
+      else
+        es_reply_error(&a, &resp, KERNELARENA__V1__ERROR_CODE__MALFORMED, 0,
+                       "the request names no method");
+      break;
   }
   nng_msg_free(m);
-  if (!parked) {
-    nng_msg *reply = es_encode(&resp.base);
-    pthread_mutex_lock(&s->mtx);
-    c->state = SRV_SEND;
-    pthread_mutex_unlock(&s->mtx);
-    srv_out_push(&out, c, reply);
-  }
-  if (rq) kernelarena__v1__request__free_unpacked(rq, NULL);
+  nng_msg *reply = parked ? NULL : es_encode(&resp.base);
+  pthread_mutex_lock(&s->mtx);
+  s->inflight_bytes -= acct;
+  if (!parked) c->state = SRV_SEND;
+  pthread_mutex_unlock(&s->mtx);
+  if (reply) srv_out_push(&out, c, reply);
+  kernelarena__v1__request__free_unpacked(rq, NULL);
   es_arena_free(&a);
   /* Last: once flushed, c may be in use by another thread. */
   srv_out_flush(&out);
+}
+
+/* 1 for the methods that may wait on the trace store: served on a store thread. */
+static int srv_uses_store(const Kernelarena__V1__Request *rq) {
+  switch (rq->body_case) {
+    case KERNELARENA__V1__REQUEST__BODY_RESET:
+    case KERNELARENA__V1__REQUEST__BODY_CLOSE:
+    case KERNELARENA__V1__REQUEST__BODY_STATE:
+    case KERNELARENA__V1__REQUEST__BODY_CANCEL:
+    case KERNELARENA__V1__REQUEST__BODY_GET_EPISODE:
+    case KERNELARENA__V1__REQUEST__BODY_LIST_EPISODES:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+static int srv_work_push(es_server *s, srv_work *w);
+static void srv_complete(es_server *s, srv_work *w);
+
+/* A client request off the wire (nng callback): admits its bytes against
+ * --max-inflight-mb, decodes it, checks that every string is UTF-8, then serves it here
+ * or hands it to a store thread. Consumes m. */
+static void srv_client_request(srv_ctx *c, nng_msg *m) {
+  es_server *s = c->sk->s;
+  const uint8_t *body = nng_msg_body(m);
+  size_t len = nng_msg_len(m);
+  char why[512];
+  /* The request's bytes plus the files of every job held: bounded, so concurrent large
+   * requests cannot exhaust the server's memory. */
+  pthread_mutex_lock(&s->mtx);
+  size_t held = s->inflight_bytes + es_jobs_held_bytes();
+  int over = held + len > s->cfg.max_inflight_bytes;
+  if (!over) s->inflight_bytes += len;
+  pthread_mutex_unlock(&s->mtx);
+  if (!over && len > ES_REQUEST_MAX_BYTES) {
+    pthread_mutex_lock(&s->mtx);
+    s->inflight_bytes -= len;
+    pthread_mutex_unlock(&s->mtx);
+    snprintf(why, sizeof why,
+             "the request is %zu bytes; a request carries at most %zu bytes of files (%zu in "
+             "all with its other fields)",
+             len, ES_MAX_TOTAL_BYTES, ES_REQUEST_MAX_BYTES);
+    srv_client_refuse(c, m, srv_salvage_id(body, len),
+                      KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 0, why);
+    return;
+  }
+  if (over) {
+    snprintf(why, sizeof why,
+             "the server holds %zu bytes of requests and evaluations in flight; this request "
+             "(%zu bytes) would pass its limit of %zu (--max-inflight-mb); retry later",
+             held, len, s->cfg.max_inflight_bytes);
+    srv_client_refuse(c, m, srv_salvage_id(body, len),
+                      KERNELARENA__V1__ERROR_CODE__RESOURCE_EXHAUSTED, 1, why);
+    return;
+  }
+  Kernelarena__V1__Request *rq = kernelarena__v1__request__unpack(NULL, len, body);
+  char path[200];
+  if (!rq || !es_pb_utf8_check(&rq->base, path, sizeof path)) {
+    uint64_t rid = rq ? rq->request_id : srv_salvage_id(body, len);
+    if (rq)
+      snprintf(why, sizeof why, "field %s is not valid UTF-8 (proto3 strings must be)", path);
+    else
+      snprintf(why, sizeof why, "the message (%zu bytes) is not a valid kernelarena.v1 Request",
+               len);
+    if (rq) kernelarena__v1__request__free_unpacked(rq, NULL);
+    pthread_mutex_lock(&s->mtx);
+    s->inflight_bytes -= len;
+    pthread_mutex_unlock(&s->mtx);
+    srv_client_refuse(
+        c, m, rid,
+        rq ? KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT : KERNELARENA__V1__ERROR_CODE__MALFORMED,
+        0, why);
+    return;
+  }
+  if (srv_uses_store(rq)) {
+    srv_work *w = es_xcalloc(1, sizeof *w);
+    w->c = c;
+    w->m = m;
+    w->rq = rq;
+    w->acct = len;
+    if (srv_work_push(s, w)) return;
+    free(w); /* the store threads have stopped: serve it here */
+  }
+  srv_client_handle(c, m, rq, len);
 }
 
 /* ---- executor long poll */
@@ -799,9 +928,11 @@ static void srv_heartbeat(srv_ctx *c, Kernelarena__V1__ExecRequest *rq) {
   pthread_mutex_lock(&s->mtx);
   es_worker *w = s->jobs.workers;
   while (w && strcmp(w->id, hb->worker_id)) w = w->next;
+  if (w) w->acks = 1; /* it heartbeats: its next jobs must be acknowledged (ES_ACK_S) */
   if (w && w->job && !strcmp(w->job->id, hb->job_id)) {
     w->last_poll = ka_now_s();
     w->heartbeats = 1;
+    w->acked = 1;
     ack.job_wanted = 1;
   }
   c->state = SRV_SEND;
@@ -818,7 +949,12 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   size_t len = nng_msg_len(m);
   Kernelarena__V1__ExecRequest *rq = kernelarena__v1__exec_request__unpack(NULL, len, body);
   uint64_t rid = rq ? rq->request_id : srv_salvage_id(body, len);
+  uint32_t pipe_id = nng_pipe_id(nng_msg_get_pipe(m));
   nng_msg_free(m);
+  /* Compiler logs and messages may quote a submission's bytes: stored and echoed only as
+   * UTF-8. */
+  if (rq && es_pb_utf8_fix(&rq->base))
+    es_log(s, "executor request: bytes that are not UTF-8 replaced by '?'");
   if (rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT) {
     srv_heartbeat(c, rq);
     return;
@@ -861,8 +997,12 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
   pthread_mutex_lock(&s->mtx);
   double now = ka_now_s();
   es_worker *w = es_worker_touch(&s->jobs, poll->worker_id, poll->device, now);
+  if (poll->heartbeats) w->acks = 1;
   if (poll->result) {
-    if (w->job && !strcmp(w->job->id, poll->result->job_id)) {
+    /* a result counts only from the connection that took the job: another peer naming
+     * the same worker id cannot post it */
+    if (w->job && !strcmp(w->job->id, poll->result->job_id) &&
+        (!w->pipe_id || w->pipe_id == pipe_id)) {
       completing = es_jobs_detach(&s->jobs, w);
       completing->state = ES_JOB_COMPLETING;
     } else {
@@ -891,6 +1031,7 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
     }
   es_job *job = s->net->stopping ? NULL : es_jobs_assign(&s->jobs, w, now);
   if (job) {
+    w->pipe_id = pipe_id;
     reply = srv_assignment(rid, job);
     c->state = SRV_SEND;
     es_log(s, "job %s -> worker %s", job->id, w->id);
@@ -899,24 +1040,172 @@ static void srv_exec_request(srv_ctx *c, nng_msg *m) {
     if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
     c->request_id = rid;
     c->worker = w;
+    c->pipe_id = pipe_id;
     srv_park(c, now + wait / 1000.0);
     srv_refill(&s->net->exec, &out);
   }
   pthread_mutex_unlock(&s->mtx);
 
-  if (completing) {
-    nng_msg *creply;
-    void *waiter;
-    if (completing->ep)
-      es_ep_step_finish(s, completing, poll->result, worker_id, &creply, &waiter);
-    else
-      es_eval_finish(s, completing, poll->result, worker_id, &creply, &waiter);
-    if (waiter) srv_out_push(&out, waiter, creply);
-  }
-  kernelarena__v1__exec_request__free_unpacked(rq, NULL);
   if (reply) srv_out_push(&out, c, reply);
+  if (completing) {
+    /* Recording waits on the trace store: a store thread does it. */
+    srv_work *wk = es_xcalloc(1, sizeof *wk);
+    wk->job = completing;
+    wk->erq = rq;
+    snprintf(wk->worker_id, sizeof wk->worker_id, "%s", worker_id);
+    rq = NULL;
+    if (!srv_work_push(s, wk)) {
+      srv_complete(s, wk); /* the store threads have stopped */
+    }
+  }
+  if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
   /* Last: once flushed, c may be in use by another thread. */
   srv_out_flush(&out);
+}
+
+/* ---- store threads */
+
+/* Records a job's Result and answers its waiter (a store thread); frees w. */
+static void srv_complete(es_server *s, srv_work *w) {
+  nng_msg *creply = NULL;
+  void *waiter = NULL;
+  const es_pb_result *result = w->erq->poll->result;
+  if (w->job->ep)
+    es_ep_step_finish(s, w->job, result, w->worker_id, &creply, &waiter);
+  else
+    es_eval_finish(s, w->job, result, w->worker_id, &creply, &waiter);
+  if (waiter) es_server_send(waiter, creply);
+  kernelarena__v1__exec_request__free_unpacked(w->erq, NULL);
+  free(w);
+}
+
+/* Queues w for a store thread. Returns 1, or 0 when they have stopped (the caller then
+ * does the work itself). */
+static int srv_work_push(es_server *s, srv_work *w) {
+  struct es_net *n = s->net;
+  pthread_mutex_lock(&n->wmtx);
+  int ok = !n->wclosed && n->nwthreads > 0;
+  if (ok) {
+    w->next = NULL;
+    if (n->wtail)
+      n->wtail->next = w;
+    else
+      n->whead = w;
+    n->wtail = w;
+    pthread_cond_signal(&n->wcond);
+  }
+  pthread_mutex_unlock(&n->wmtx);
+  return ok;
+}
+
+static void *srv_store_main(void *arg) {
+  es_server *s = arg;
+  struct es_net *n = s->net;
+  pthread_mutex_lock(&n->wmtx);
+  for (;;) {
+    srv_work *w = n->whead;
+    if (!w) {
+      if (n->wclosed) break;
+      pthread_cond_wait(&n->wcond, &n->wmtx);
+      continue;
+    }
+    n->whead = w->next;
+    if (!n->whead) n->wtail = NULL;
+    pthread_mutex_unlock(&n->wmtx);
+    if (w->job) {
+      srv_complete(s, w);
+    } else {
+      srv_client_handle(w->c, w->m, w->rq, w->acct);
+      free(w);
+    }
+    pthread_mutex_lock(&n->wmtx);
+  }
+  pthread_mutex_unlock(&n->wmtx);
+  return NULL;
+}
+
+/* ---- executor connections */
+
+/* nng pipe event on the executor socket (an nng thread): when a connection closes, its
+ * parked polls are released (the reply goes nowhere), so no job is handed to a dead
+ * executor, and a job whose worker took it on that connection is re-queued at once
+ * (the attempt it used stays counted: the executor may have died of it). */
+static void srv_exec_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  es_server *s = arg;
+  if (ev != NNG_PIPE_EV_REM_POST) return;
+  uint32_t id = nng_pipe_id(p);
+  srv_outbox out = {0};
+  pthread_mutex_lock(&s->mtx);
+  struct es_net *n = s->net;
+  for (srv_ctx *c = n->exec.park_head, *nx; c; c = nx) {
+    nx = c->pnext;
+    if (c->pipe_id != id) continue;
+    es_log(s, "worker %s: its connection closed; its poll is dropped", c->worker->id);
+    uint64_t rid = c->request_id;
+    srv_unpark(c);
+    srv_out_push(&out, c, srv_assignment(rid, NULL));
+  }
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    if (!w->job || w->pipe_id != id || w->job->state != ES_JOB_RUNNING) continue;
+    es_job *job = es_jobs_detach(&s->jobs, w);
+    w->pipe_id = 0;
+    if (job->attempts < ES_JOB_MAX_ATTEMPTS) {
+      es_jobs_requeue_front(&s->jobs, job);
+      es_log(s, "worker %s: its connection closed while holding job %s; job re-queued", w->id,
+             job->id);
+    } else {
+      char jid[128];
+      snprintf(jid, sizeof jid, "%s", job->id);
+      srv_ctx *waiter = es_ep_step_abort(s, job);
+      es_log(s, "worker %s: its connection closed while holding job %s (attempt %d); job failed",
+             w->id, jid, ES_JOB_MAX_ATTEMPTS);
+      if (waiter)
+        srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                         "executors disconnected %d times while evaluating job %s; it was not "
+                         "counted, retry it",
+                         ES_JOB_MAX_ATTEMPTS, jid);
+    }
+  }
+  srv_dispatch(s, &out);
+  pthread_mutex_unlock(&s->mtx);
+  srv_out_flush(&out);
+}
+
+/* nng pipe event before an executor connection is admitted (an nng thread): over ipc,
+ * a peer of another user is refused (the socket's permissions already keep them out;
+ * this also holds if the file's mode was changed). */
+static void srv_exec_pipe_admit(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  es_server *s = arg;
+  uint64_t uid;
+  if (ev != NNG_PIPE_EV_ADD_PRE || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
+  if (uid != (uint64_t)getuid() && uid != 0) {
+    es_log(s, "executor connection of uid %llu refused (only uid %d may run executors)",
+           (unsigned long long)uid, (int)getuid());
+    nng_pipe_close(p);
+  }
+}
+
+/* The ack rule (mtx held, timer thread): a job handed to a worker that acknowledges jobs
+ * and not acknowledged within ES_ACK_S (the worker is stopped, or its reply is stuck) is
+ * taken back and handed to another idle worker, without using one of its attempts. */
+static void srv_unacked(es_server *s, double now, srv_outbox *out) {
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    es_job *job = w->job;
+    if (!job || !w->acks || w->acked || job->state != ES_JOB_RUNNING ||
+        now - job->dispatched_at < ES_ACK_S)
+      continue;
+    int other = 0; /* another worker's poll waits and can run it */
+    for (srv_ctx *c = s->net->exec.park_head; c && !other; c = c->pnext)
+      other = c->worker != w && c->worker->device &&
+              es_task_has_backend(job->task, c->worker->device->backend);
+    if (!other) continue;
+    es_jobs_detach(&s->jobs, w);
+    job->attempts--; /* never acknowledged: not an attempt */
+    es_jobs_requeue_front(&s->jobs, job);
+    es_log(s, "worker %s did not acknowledge job %s within %.0f s; job handed to another worker",
+           w->id, job->id, ES_ACK_S);
+  }
+  srv_dispatch(s, out);
 }
 
 /* ---- the callback */
@@ -926,13 +1215,18 @@ static void srv_cb(void *arg) {
   srv_sock *sk = c->sk;
   es_server *s = sk->s;
   int rv = nng_aio_result(c->aio);
+  srv_outbox out = {0};
   pthread_mutex_lock(&s->mtx);
   srv_state st = c->state;
   if (st == SRV_RECV) {
     sk->nrecv--;
     c->state = SRV_BUSY;
+    /* Another context takes its place at once: however long this one stays busy or
+     * sending (a peer that does not read), the endpoint keeps receiving. */
+    if (rv == 0) srv_refill(sk, &out);
   }
   pthread_mutex_unlock(&s->mtx);
+  srv_out_flush(&out);
 
   if (st == SRV_RECV && rv == 0) {
     nng_msg *m = nng_aio_get_msg(c->aio);
@@ -957,7 +1251,10 @@ static void srv_cb(void *arg) {
     sk->idle = c;
   }
   pthread_mutex_unlock(&s->mtx);
-  if (recv) nng_ctx_recv(c->ctx, c->aio);
+  if (recv) {
+    nng_aio_set_timeout(c->aio, NNG_DURATION_INFINITE);
+    nng_ctx_recv(c->ctx, c->aio);
+  }
 }
 
 /* ---- the timer thread */
@@ -1032,6 +1329,7 @@ static void *srv_timer_main(void *arg) {
                          "it was not counted, retry it",
                          ES_JOB_MAX_ATTEMPTS, jid);
     }
+    srv_unacked(s, now, &out);
     es_workers_reap(&s->jobs, now);
     /* Leases: open episodes idle past the TTL are closed (recorded as idle_ttl). */
     if (now >= n->next_reap) {
@@ -1049,6 +1347,7 @@ static void *srv_timer_main(void *arg) {
             reaped[i] = NULL; /* not recorded: stays in the table */
           } else {
             es_log(s, "episode %s idle past the TTL: closed (idle_ttl)", reaped[i]);
+            es_ep_workspace_remove(s, reaped[i]);
           }
         }
         pthread_mutex_lock(&s->mtx);
@@ -1090,9 +1389,26 @@ static int srv_sock_open(es_server *s, srv_sock *sk, srv_kind kind, const char *
   int rv = nng_rep0_open(&sk->sock);
   if (rv) return ka_seterr(err, errlen, KA_EIO, "nng_rep0_open: %s", nng_strerror(rv));
   sk->opened = 1;
-  rv = nng_socket_set_size(sk->sock, NNG_OPT_RECVMAXSZ, ES_RECV_MAX_BYTES);
-  if (rv == 0) rv = nng_listen(sk->sock, url, NULL, 0);
+  rv = nng_socket_set_size(sk->sock, NNG_OPT_RECVMAXSZ,
+                           kind == SRV_CLIENT ? ES_CLIENT_RECV_MAX_BYTES : ES_RECV_MAX_BYTES);
+  if (rv == 0 && kind == SRV_EXEC)
+    rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_REM_POST, srv_exec_pipe_gone, s);
+  if (rv == 0 && kind == SRV_EXEC)
+    rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_ADD_PRE, srv_exec_pipe_admit, s);
+  nng_listener l;
+  if (rv == 0) rv = nng_listener_create(&l, sk->sock, url);
+  /* What authenticates an executor over ipc: only this user (and root) may connect
+   * (docs/protocol.md, "Executors"). */
+  if (rv == 0 && kind == SRV_EXEC && !strncmp(url, "ipc://", 6))
+    rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
+  if (rv == 0) rv = nng_listener_start(l, 0);
   if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  if (kind == SRV_EXEC && strncmp(url, "ipc://", 6))
+    fprintf(stderr,
+            "envserver: warning: the executor endpoint %s does not authenticate its peers: "
+            "anyone who can reach it can take jobs (the candidates' sources) and post results. "
+            "Keep it on a private network, or use ipc:// on one host.\n",
+            url);
   return KA_OK;
 }
 
@@ -1105,6 +1421,11 @@ int es_server_start(es_server *s, char *err, size_t errlen) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&n->cond, &ca);
   pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&n->wmtx, NULL);
+  pthread_cond_init(&n->wcond, NULL);
+  if (!s->cfg.max_inflight_bytes) s->cfg.max_inflight_bytes = (size_t)ES_MAX_INFLIGHT_MB << 20;
+  for (int i = 0; i < SRV_STORE_THREADS; i++)
+    if (pthread_create(&n->wthreads[n->nwthreads], NULL, srv_store_main, s) == 0) n->nwthreads++;
   int rc = srv_sock_open(s, &n->exec, SRV_EXEC, s->cfg.exec_url, s->cfg.contexts, err, errlen);
   if (rc == KA_OK)
     rc = srv_sock_open(s, &n->client, SRV_CLIENT, s->cfg.listen_url, s->cfg.contexts, err, errlen);
@@ -1146,6 +1467,13 @@ void es_server_stop(es_server *s) {
   pthread_cond_broadcast(&n->cond);
   pthread_mutex_unlock(&s->mtx);
   if (n->timer_started) pthread_join(n->timer, NULL);
+  /* The store threads finish the work queued (a result being recorded), then stop;
+   * later work is done on the thread that has it. */
+  pthread_mutex_lock(&n->wmtx);
+  n->wclosed = 1;
+  pthread_cond_broadcast(&n->wcond);
+  pthread_mutex_unlock(&n->wmtx);
+  for (int i = 0; i < n->nwthreads; i++) pthread_join(n->wthreads[i], NULL);
   /* Closing ends every pending receive and send; nng_aio_stop then waits for callbacks
    * in progress, so a step being recorded finishes its transaction. Every context is
    * stopped before any is freed: a callback of one socket may answer on the other. */
@@ -1156,6 +1484,8 @@ void es_server_stop(es_server *s) {
   srv_sock_free(&n->client);
   srv_sock_free(&n->exec);
   pthread_cond_destroy(&n->cond);
+  pthread_cond_destroy(&n->wcond);
+  pthread_mutex_destroy(&n->wmtx);
   free(n);
   s->net = NULL;
 }

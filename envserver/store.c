@@ -134,7 +134,35 @@ struct es_store {
 };
 
 static int store_fail(es_store *st, char *err, size_t errlen, const char *what) {
-  return ka_seterr(err, errlen, KA_EIO, "trace store: %s: %s", what, sqlite3_errmsg(st->db));
+  int full = (sqlite3_extended_errcode(st->db) & 0xff) == SQLITE_FULL;
+  return ka_seterr(err, errlen, KA_EIO, "trace store: %s: %s%s", what, sqlite3_errmsg(st->db),
+                   full ? " (no space left on device)" : "");
+}
+
+/* Refuses, at open, a store that every write would fail on: a database sqlite opened
+ * read-only (file or folder not writable) or one whose pages are damaged (PRAGMA
+ * quick_check). Returns KA_OK or KA_EIO with the reason in err. */
+static int store_check(es_store *st, const char *path, char *err, size_t errlen) {
+  if (sqlite3_db_readonly(st->db, "main") == 1)
+    return ka_seterr(err, errlen, KA_EIO,
+                     "trace store %s is read-only (check the permissions of the file and its "
+                     "folder); every Reset would fail",
+                     path);
+  sqlite3_stmt *q = NULL;
+  int rc = KA_OK;
+  if (sqlite3_prepare_v2(st->db, "PRAGMA quick_check", -1, &q, NULL) != SQLITE_OK)
+    return ka_seterr(err, errlen, KA_EIO, "trace store %s: %s", path, sqlite3_errmsg(st->db));
+  int step = sqlite3_step(q);
+  if (step != SQLITE_ROW)
+    rc = ka_seterr(err, errlen, KA_EIO, "trace store %s: integrity check: %s", path,
+                   sqlite3_errmsg(st->db));
+  else if (strcmp((const char *)sqlite3_column_text(q, 0), "ok"))
+    rc = ka_seterr(err, errlen, KA_EIO,
+                   "trace store %s is damaged (quick_check: %.200s); restore it from a backup "
+                   "or move it away",
+                   path, (const char *)sqlite3_column_text(q, 0));
+  sqlite3_finalize(q);
+  return rc;
 }
 
 /* Runs a prepared statement to completion and resets it. Returns SQLITE_DONE or the
@@ -173,6 +201,10 @@ int es_store_open(const char *path, es_store **out, char *err, size_t errlen) {
     return rc;
   }
   sqlite3_busy_timeout(st->db, STORE_BUSY_MS);
+  if ((rc = store_check(st, path, err, errlen)) != KA_OK) {
+    es_store_close(st);
+    return rc;
+  }
   char *msg = NULL;
   static const char pragmas[] =
       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;";

@@ -4,6 +4,7 @@
  * process never loads a vendor library), starts one worker thread per device, and
  * each worker long-polls the envserver's executor socket for jobs (pull model: an
  * executor dials the server, so executors on other hosts work the same way). */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,6 +233,7 @@ static void *gx_worker_main(void *arg) {
     poll.worker_id = w->id;
     poll.device = w->dev;
     poll.wait_ms = GX_POLL_WAIT_MS;
+    poll.heartbeats = w->hb_interval_s > 0;
     if (have_pending) poll.result = &pending;
     req.request_id = ++reqid;
     req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
@@ -295,6 +298,32 @@ static void *gx_worker_main(void *arg) {
   if (have_pending) ka_result_clear(&pending);
   nng_close(sock);
   return NULL;
+}
+
+/* Evaluation folders: each gpuexec keeps its ka-eval-* folders under
+ * $TMPDIR/ka-gpuexec-<pid>, named by its pid, so that it removes them on SIGTERM and a
+ * later gpuexec removes those of a process that died (kill -9, OOM) at start. Only
+ * folders of this user whose pid is not alive are removed. */
+#define GX_OWN_PREFIX "ka-gpuexec-"
+
+static void gx_reap_stale(const char *tmp) {
+  DIR *d = opendir(tmp);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (strncmp(e->d_name, GX_OWN_PREFIX, strlen(GX_OWN_PREFIX))) continue;
+    char *end;
+    long pid = strtol(e->d_name + strlen(GX_OWN_PREFIX), &end, 10);
+    if (*end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours) */
+    char path[PATH_MAX];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+    if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != getuid()) continue;
+    if (ka_rmtree(path) == KA_OK)
+      fprintf(stderr, "gpuexec: removed %s (left by gpuexec %ld, which is gone)\n", path, pid);
+  }
+  closedir(d);
 }
 
 static void gx_usage(FILE *f) {
@@ -394,10 +423,17 @@ int main(int argc, char **argv) {
     snprintf(cachebuf, sizeof cachebuf, "%s/kernelarena-cache-%d", tmp, (int)getuid());
     cache = cachebuf;
   }
+  gx_reap_stale(tmp);
+  char own_tmp[PATH_MAX];
+  snprintf(own_tmp, sizeof own_tmp, "%s/%s%d", tmp, GX_OWN_PREFIX, (int)getpid());
+  if (mkdir(own_tmp, 0700) != 0 && errno != EEXIST) {
+    fprintf(stderr, "gpuexec: cannot create %s: %s\n", own_tmp, strerror(errno));
+    return 1;
+  }
   ka_exec_config cfg = {.server_url = server,
                         .runner_path = runner,
                         .cache_dir = cache,
-                        .tmp_dir = tmp,
+                        .tmp_dir = own_tmp,
                         .tasks = reg,
                         .verbose = verbose,
                         .adaptive_reps = adaptive,
@@ -420,6 +456,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) known |= !strcmp(all[i], b);
     if (!known) {
       fprintf(stderr, "gpuexec: unknown backend '%s' (host, cuda or hip)\n", b);
+      rmdir(own_tmp);
       return 2;
     }
     Kernelarena__V1__DescribeResponse *d;
@@ -445,6 +482,7 @@ int main(int argc, char **argv) {
   }
   if (nworkers == 0) {
     fprintf(stderr, "gpuexec: no devices found on any backend\n");
+    rmdir(own_tmp);
     return 1;
   }
   for (int i = 0; i < nworkers; i++) {
@@ -453,12 +491,18 @@ int main(int argc, char **argv) {
     pthread_create(&workers[i].thread, NULL, gx_worker_main, &workers[i]);
   }
   fprintf(stderr, "gpuexec: %d worker(s) polling %s\n", nworkers, server);
-  while (!atomic_load(&gx_stop)) pause();
+  /* The signal may be delivered to any thread (a worker's handler then sets gx_stop and
+   * pause() here never returns), so look at the flag a few times a second instead. */
+  while (!atomic_load(&gx_stop)) {
+    struct timespec tick = {0, 200 * 1000 * 1000};
+    nanosleep(&tick, NULL);
+  }
   fprintf(stderr, "gpuexec: stopping\n");
   /* Workers may be inside an evaluation; their runners die with their process
    * groups' deadlines. Exit without waiting for a poll to time out. */
   ka_kill_runners();
   ka_pool_drain();
+  ka_rmtree(own_tmp); /* the evaluation folders of jobs cut short */
   fflush(NULL);
   _exit(0);
 }

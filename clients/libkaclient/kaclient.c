@@ -1,6 +1,11 @@
 /* libkaclient: every call is one nng REQ context and one aio driven by a small state
  * machine (SEND -> RECV -> DONE), so any number of calls can be in flight; ka_call_wait
- * blocks on the call's condition variable. */
+ * blocks on the call's condition variable.
+ *
+ * A dead server is noticed through nng pipe events: when the connection closes, every
+ * call waiting for its reply is cancelled and fails at once with KA_EUNAVAIL (the
+ * request may or may not have been carried out), and a call started while the
+ * connection is down waits KC_RECONNECT_MS for it to come back, not its whole timeout. */
 #include "kaclient.h"
 
 #include <nng/nng.h>
@@ -38,14 +43,29 @@ static double kc_wall_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#define KC_RECONNECT_MS 3000
+
+typedef struct ka_call ka_call;
+
 struct ka_client {
   nng_socket sock;
   atomic_ullong next_id;
+  pthread_mutex_t mtx; /* guards the fields below */
+  int npipes;          /* open connections */
+  int connected_once;  /* a connection was up at some time */
+  unsigned removals;   /* connections closed so far */
+  int healthy;         /* a connection is up and no call saw it reset since */
+  ka_call *calls;      /* calls waiting for a reply (RECV) */
 };
 
 typedef enum { KC_SEND, KC_RECV, KC_DONE } kc_state;
 
 struct ka_call {
+  ka_client *client;
+  ka_call *prev, *next; /* ka_client.calls while in RECV */
+  int conn_lost;        /* cancelled because the connection closed */
+  int reconnect_wait;   /* sent while disconnected: its send waits KC_RECONNECT_MS */
+  unsigned removals_at_start;
   nng_ctx ctx;
   nng_aio *aio;
   uint64_t request_id;
@@ -58,12 +78,69 @@ struct ka_call {
   nng_msg *reply;
 };
 
+/* nng pipe event (an nng thread): counts connections; when one closes, cancels every
+ * call waiting for a reply (nng would otherwise hold it until the timeout, or resend it
+ * to a restarted server). */
+static void kc_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  (void)p;
+  ka_client *c = arg;
+  pthread_mutex_lock(&c->mtx);
+  if (ev == NNG_PIPE_EV_ADD_POST) {
+    c->npipes++;
+    c->connected_once = 1;
+    c->healthy = 1;
+  } else if (ev == NNG_PIPE_EV_REM_POST) {
+    if (c->npipes > 0) c->npipes--;
+    c->removals++;
+    c->healthy = 0;
+    for (ka_call *k = c->calls; k; k = k->next) {
+      k->conn_lost = 1;
+      nng_aio_cancel(k->aio);
+    }
+  }
+  pthread_mutex_unlock(&c->mtx);
+}
+
+/* Links k into c->calls (it waits for its reply), unless a connection closed since the
+ * call started and none is up: then returns 0 and k is marked lost. */
+static int kc_track(ka_call *k) {
+  ka_client *c = k->client;
+  pthread_mutex_lock(&c->mtx);
+  int up = c->npipes > 0 || c->removals == k->removals_at_start;
+  if (up) {
+    k->prev = NULL;
+    k->next = c->calls;
+    if (c->calls) c->calls->prev = k;
+    c->calls = k;
+  } else {
+    k->conn_lost = 1;
+  }
+  pthread_mutex_unlock(&c->mtx);
+  return up;
+}
+
+static void kc_untrack(ka_call *k) {
+  ka_client *c = k->client;
+  pthread_mutex_lock(&c->mtx);
+  if (k->prev || c->calls == k) {
+    if (k->prev)
+      k->prev->next = k->next;
+    else
+      c->calls = k->next;
+    if (k->next) k->next->prev = k->prev;
+  }
+  k->prev = k->next = NULL;
+  pthread_mutex_unlock(&c->mtx);
+}
+
 int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   *out = NULL;
   ka_client *c = calloc(1, sizeof *c);
   if (!c) return KA_ENOMEM;
+  pthread_mutex_init(&c->mtx, NULL);
   int rv = nng_req0_open(&c->sock);
   if (rv) {
+    pthread_mutex_destroy(&c->mtx);
     free(c);
     return kc_seterr(err, errlen, KA_ENOMEM, "nng_req0_open: %s", nng_strerror(rv));
   }
@@ -71,9 +148,12 @@ int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, 256u << 20);
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 50);
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
+  nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, kc_pipe_cb, c);
+  nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, kc_pipe_cb, c);
   rv = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK);
   if (rv) {
     nng_close(c->sock);
+    pthread_mutex_destroy(&c->mtx);
     free(c);
     return kc_seterr(err, errlen, KA_EINVAL, "cannot dial %s: %s", url, nng_strerror(rv));
   }
@@ -101,6 +181,7 @@ int ka_client_open_timeout(const char *url, int connect_timeout_ms, ka_client **
 void ka_client_close(ka_client *c) {
   if (!c) return;
   nng_close(c->sock);
+  pthread_mutex_destroy(&c->mtx);
   free(c);
 }
 
@@ -111,8 +192,26 @@ static void kc_cb(void *arg) {
   if (k->state == KC_SEND && rv == 0) {
     k->state = KC_RECV;
     pthread_mutex_unlock(&k->mtx);
-    nng_ctx_recv(k->ctx, k->aio);
-    return;
+    if (kc_track(k)) {
+      nng_ctx_recv(k->ctx, k->aio);
+      return;
+    }
+    /* the connection closed as the request left: its reply will not come */
+    pthread_mutex_lock(&k->mtx);
+    rv = NNG_ECONNRESET;
+  }
+  if (k->state == KC_RECV) {
+    pthread_mutex_unlock(&k->mtx);
+    kc_untrack(k);
+    pthread_mutex_lock(&k->mtx);
+  }
+  if (rv == NNG_ECONNRESET || rv == NNG_ECLOSED) {
+    /* nng saw the connection go (perhaps before its pipe event): later calls must not
+     * wait their whole timeout for it */
+    pthread_mutex_lock(&k->client->mtx);
+    k->client->healthy = 0;
+    pthread_mutex_unlock(&k->client->mtx);
+    k->conn_lost = k->conn_lost || rv == NNG_ECONNRESET;
   }
   if (rv) {
     if (k->state == KC_SEND) nng_msg_free(nng_aio_get_msg(k->aio));
@@ -129,6 +228,7 @@ static void kc_cb(void *arg) {
 static void kc_free(ka_call *k) {
   if (!k) return;
   if (k->aio) nng_aio_free(k->aio); /* stops the aio first */
+  kc_untrack(k);
   nng_ctx_close(k->ctx);
   if (k->reply) nng_msg_free(k->reply);
   pthread_mutex_destroy(&k->mtx);
@@ -147,6 +247,7 @@ int ka_client_start(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
   pthread_cond_init(&k->cv, NULL);
   k->request_id = req->request_id;
   k->timeout_ms = timeout_ms;
+  k->client = c;
   int rv = nng_ctx_open(&k->ctx, c->sock);
   if (rv) {
     pthread_mutex_destroy(&k->mtx);
@@ -169,6 +270,16 @@ int ka_client_start(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
   /* One timeout for the send and the receive together would need a timer; each
    * operation gets the whole timeout, and the server's deadline_ms bounds the wait. */
   nng_aio_set_timeout(k->aio, timeout_ms > 0 ? timeout_ms : NNG_DURATION_INFINITE);
+  /* The server was reachable and the connection is down: it has KC_RECONNECT_MS to come
+   * back, rather than the whole timeout. */
+  pthread_mutex_lock(&c->mtx);
+  int down = c->connected_once && (c->npipes == 0 || !c->healthy);
+  k->removals_at_start = c->removals;
+  pthread_mutex_unlock(&c->mtx);
+  if (down && (timeout_ms <= 0 || timeout_ms > KC_RECONNECT_MS)) {
+    nng_aio_set_timeout(k->aio, KC_RECONNECT_MS);
+    k->reconnect_wait = 1;
+  }
   k->state = KC_SEND;
   nng_aio_set_msg(k->aio, msg);
   nng_ctx_send(k->ctx, k->aio);
@@ -182,7 +293,15 @@ int ka_call_wait(ka_call *k, Kernelarena__V1__Response **resp, char *err, size_t
   while (k->state != KC_DONE) pthread_cond_wait(&k->cv, &k->mtx);
   pthread_mutex_unlock(&k->mtx);
   int rc = KA_OK;
-  if (k->rv) {
+  if (k->rv && k->conn_lost) {
+    rc = kc_seterr(err, errlen, KA_EUNAVAIL,
+                   "the connection to the server closed while waiting for the reply (the server "
+                   "stopped or restarted); the request may or may not have been carried out");
+  } else if (k->rv && k->failed_in == KC_SEND && k->reconnect_wait && k->rv == NNG_ETIMEDOUT) {
+    rc = kc_seterr(err, errlen, KA_EUNAVAIL,
+                   "the connection to the server was lost and did not come back within %d ms",
+                   KC_RECONNECT_MS);
+  } else if (k->rv) {
     int to = k->rv == NNG_ETIMEDOUT;
     rc =
         kc_seterr(err, errlen, to ? KA_ETIMEDOUT : (k->failed_in == KC_SEND ? KA_EUNAVAIL : KA_EIO),

@@ -46,7 +46,11 @@ void ka_client_close(ka_client *c);
  * req->request_id is 0 a fresh id is assigned; req->deadline_ms is set to timeout_ms
  * when 0. On KA_OK the caller owns *resp (ka_client_free_response). Returns
  * KA_ETIMEDOUT, KA_EUNAVAIL (connection failed or closed), KA_EPARSE (undecodable
- * reply, or its request_id differs) or KA_EIO, with the reason in err. */
+ * reply, or its request_id differs) or KA_EIO, with the reason in err.
+ * A dead server fails fast: when the connection closes while the call waits for its
+ * reply, it returns KA_EUNAVAIL at once (the request may or may not have been carried
+ * out); a call started after the connection was lost waits at most 3 s for it to come
+ * back before KA_EUNAVAIL. */
 int ka_client_call(ka_client *c, Kernelarena__V1__Request *req, int timeout_ms,
                    Kernelarena__V1__Response **resp, char *err, size_t errlen);
 

@@ -6,6 +6,12 @@ is disabled: a resent Step would be refused (docs/protocol.md, "Rules for REQ cl
 
 Every request carries a deadline (deadline_ms): the server abandons a Step or an
 Evaluate that has no result by then and answers DEADLINE_EXCEEDED (retryable).
+
+A dead server is noticed at once: when the connection closes, every call waiting for
+its reply fails with KernelArenaError("UNAVAILABLE", retryable=True) instead of waiting
+out its timeout (the request may or may not have been carried out: a Step retried with
+the same expected_step is refused if it was counted). nng errors never escape as
+pynng exceptions.
 """
 
 from __future__ import annotations
@@ -41,6 +47,19 @@ class KernelArenaError(Exception):
         self.message = message
         self.retryable = retryable
 
+    def __reduce__(self):
+        # Exception pickles its args (the formatted text), which __init__ does not take.
+        return (KernelArenaError, (self.code, self.message, self.retryable))
+
+
+_CONN_LOST = ("the connection to the server closed while waiting for the reply (the server "
+              "stopped or restarted); the request may or may not have been carried out")
+
+
+def _nng_error(url: str, e: Exception) -> KernelArenaError:
+    """A pynng exception as a KernelArenaError (retryable: the connection may return)."""
+    return KernelArenaError("UNAVAILABLE", f"{url}: {type(e).__name__}: {e}", True)
+
 
 def _files(files: Optional[Files]):
     if not files:
@@ -71,9 +90,39 @@ class _Base:
         self._sock.reconnect_time_max = 1000
         # Non-blocking dial: a server that is not up yet is dialled again in the
         # background; calls wait for it up to connect_timeout_s (the send timeout).
-        self._sock.dial(self.url, block=False)
         self._ids = itertools.count(random.getrandbits(40) << 20)
         self._lock = threading.Lock()
+        # contexts waiting for a reply; closed (from a thread: not inside nng's callback)
+        # when the connection goes, so the waiting call fails at once
+        self._waiting: Dict[int, Any] = {}
+        self._lost: set = set()
+        self._sock.add_post_pipe_remove_cb(self._pipe_removed)
+        try:
+            self._sock.dial(self.url, block=False)
+        except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
+            self._sock.close()
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
+
+    def _pipe_removed(self, _pipe):
+        with self._lock:
+            ctxs = list(self._waiting.items())
+            self._lost.update(k for k, _ in ctxs)
+        if ctxs:
+            threading.Thread(target=lambda: [c.close() for _, c in ctxs], daemon=True).start()
+
+    def _wait_begin(self, rid: int, ctx):
+        with self._lock:
+            self._waiting[rid] = ctx
+
+    def _wait_end(self, rid: int) -> bool:
+        """Ends the wait of call rid; True if its connection was lost meanwhile."""
+        with self._lock:
+            self._waiting.pop(rid, None)
+            if rid in self._lost:
+                self._lost.discard(rid)
+                return True
+            return False
 
     def _request(self, method: str, body, deadline_s: Optional[float]):
         with self._lock:
@@ -141,19 +190,34 @@ class Client(_Base):
         """Sends one request (method = the Request body's field name) and returns the
         reply body. Raises KernelArenaError (server error or timeout)."""
         rid, data = self._request(method, body, deadline_s)
-        ctx = self._sock.new_context()
+        try:
+            ctx = self._sock.new_context()
+        except pynng.NNGException as e:
+            raise _nng_error(self.url, e) from None
         try:
             try:
                 ctx.send(data)
             except pynng.Timeout:
                 raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}", True) from None
+            except pynng.NNGException as e:
+                raise _nng_error(self.url, e) from None
+            self._wait_begin(rid, ctx)
             try:
                 reply = ctx.recv()
             except pynng.Timeout:
                 raise KernelArenaError("DEADLINE_EXCEEDED", "no reply before the timeout",
                                        True) from None
+            except pynng.NNGException as e:
+                if self._wait_end(rid):
+                    raise KernelArenaError("UNAVAILABLE", _CONN_LOST, True) from None
+                raise _nng_error(self.url, e) from None
+            finally:
+                self._wait_end(rid)
         finally:
-            ctx.close()
+            try:
+                ctx.close()
+            except pynng.NNGException:
+                pass
         return self._decode(rid, method, reply)
 
     def describe(self):
@@ -251,19 +315,34 @@ class AsyncClient(_Base):
     async def call(self, method: str, body, deadline_s: Optional[float] = None):
         rid, data = self._request(method, body, deadline_s)
         wait = (self.timeout_s if deadline_s is None else deadline_s) + 5.0
-        ctx = self._sock.new_context()
+        try:
+            ctx = self._sock.new_context()
+        except pynng.NNGException as e:
+            raise _nng_error(self.url, e) from None
         try:
             try:
                 await asyncio.wait_for(ctx.asend(data), self.connect_timeout_s)
             except (asyncio.TimeoutError, pynng.Timeout):
                 raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}", True) from None
+            except pynng.NNGException as e:
+                raise _nng_error(self.url, e) from None
+            self._wait_begin(rid, ctx)
             try:
                 reply = await asyncio.wait_for(ctx.arecv(), wait)
             except (asyncio.TimeoutError, pynng.Timeout):
                 raise KernelArenaError("DEADLINE_EXCEEDED", "no reply before the timeout",
                                        True) from None
+            except pynng.NNGException as e:
+                if self._wait_end(rid):
+                    raise KernelArenaError("UNAVAILABLE", _CONN_LOST, True) from None
+                raise _nng_error(self.url, e) from None
+            finally:
+                self._wait_end(rid)
         finally:
-            ctx.close()
+            try:
+                ctx.close()
+            except pynng.NNGException:
+                pass
         return self._decode(rid, method, reply)
 
     async def health(self, timeout_s: float = 5.0):
