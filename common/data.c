@@ -203,14 +203,21 @@ uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint
   uint64_t r = ((uint64_t)x[0] << 32) | x[1];
   if (dist == KA_GEN_POISON) {
     switch (dt) {
-      case KA_DT_F32: return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
-      case KA_DT_F64: return 0x7ff8000000000000ULL | (r & 0x7ffffffffffffULL) | 1u;
-      case KA_DT_F16: return (uint16_t)(0x7e00u | (r & 0x1ffu) | 1u);
-      case KA_DT_BF16: return (uint16_t)(0x7fc0u | (r & 0x3fu) | 1u);
+      case KA_DT_F32:
+        return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
+      case KA_DT_F64:
+        return 0x7ff8000000000000ULL | (r & 0x7ffffffffffffULL) | 1u;
+      case KA_DT_F16:
+        return (uint16_t)(0x7e00u | (r & 0x1ffu) | 1u);
+      case KA_DT_BF16:
+        return (uint16_t)(0x7fc0u | (r & 0x3fu) | 1u);
       case KA_DT_I8:
-      case KA_DT_U8: return r & 0xffu;
-      case KA_DT_I32: return r & 0xffffffffu;
-      default: return r;
+      case KA_DT_U8:
+        return r & 0xffu;
+      case KA_DT_I32:
+        return r & 0xffffffffu;
+      default:
+        return r;
     }
   }
   double u1 = (double)(r >> 11) * 1.1102230246251565e-16;
@@ -406,8 +413,13 @@ int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t 
   if (n < 1) n = 1;
   cmp_part parts[KA_FILL_MAX_THREADS];
   for (int i = 0; i < n; i++)
-    parts[i] = (cmp_part){.dt = dt, .out = out, .ref = ref, .lo = elems * i / n,
-                          .hi = elems * (i + 1) / n, .atol = atol, .rtol = rtol};
+    parts[i] = (cmp_part){.dt = dt,
+                          .out = out,
+                          .ref = ref,
+                          .lo = elems * i / n,
+                          .hi = elems * (i + 1) / n,
+                          .atol = atol,
+                          .rtol = rtol};
   cmp_parallel(cmp_scale, parts, n);
   double scale = 0;
   for (int i = 0; i < n; i++)

@@ -389,8 +389,9 @@ static int task_parse(ty_doc *d, ka_task *t) {
     if (k < 0) return d->rc;
     *n = k;
     for (int i = 0; i < k; i++)
-      if (!*list[i] || strspn(list[i], "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                       "0123456789_.*?[]!-") != strlen(list[i]))
+      if (!*list[i] || strspn(list[i],
+                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                              "0123456789_.*?[]!-") != strlen(list[i]))
         return ty_fail(d, im, "'%s' patterns are symbol names with * ? [ ] only", key);
   }
 

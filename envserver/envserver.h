@@ -37,7 +37,7 @@
 #define ES_MAX_FILE_BYTES ((size_t)1 << 20)   /* one submitted file, bytes */
 #define ES_MAX_TOTAL_BYTES ((size_t)4 << 20)  /* all files of one step, bytes */
 #define ES_RECV_MAX_BYTES ((size_t)128 << 20) /* largest message read off the executor socket */
-#define ES_CLIENT_RECV_MAX_BYTES                                                  \
+#define ES_CLIENT_RECV_MAX_BYTES                                                 \
   ((size_t)8 << 20) /* largest message read off the client socket; nng drops the \
                         connection past it (it allocates what a peer announces) */
 #define ES_REQUEST_MAX_BYTES                                              \
@@ -155,8 +155,8 @@ typedef struct es_job {
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
   uint64_t problem_seed; /* the episode's seed (Evaluate: seed): the correctness inputs' */
-  es_fileset files;  /* the complete editable set of the candidate */
-  size_t held_bytes; /* es_fileset_bytes(files) at creation (es_jobs_held_bytes) */
+  es_fileset files;      /* the complete editable set of the candidate */
+  size_t held_bytes;     /* es_fileset_bytes(files) at creation (es_jobs_held_bytes) */
   es_job_state state;
   struct es_worker *worker;          /* RUNNING: the worker holding it */
   double enqueued_at, dispatched_at; /* ka_now_s() */

@@ -1139,8 +1139,7 @@ static int cuda_copy_device(ka_backend_ctx *ctx, ka_devptr dst, size_t dst_off, 
 /* Loads the trusted kernels' fatbinary (built by nvcc, trusted_kernels_embed.h) into the
  * context and resolves every kernel of ka_trusted_kernel_names into *out. KA_OK, or a
  * code with the reason in err (the image has no code for this device: KA_ECOMPILE). */
-static int cuda_load_trusted_image(ka_backend_ctx *ctx, ka_module **out, char *err,
-                                   size_t errlen) {
+static int cuda_load_trusted_image(ka_backend_ctx *ctx, ka_module **out, char *err, size_t errlen) {
   *out = NULL;
   ka_module *m = calloc(1, sizeof *m + (size_t)KA_TRUSTED_NKERNELS * sizeof m->fns[0]);
   if (!m) return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");

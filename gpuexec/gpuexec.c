@@ -349,13 +349,17 @@ static void gx_usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option opts[] = {
-      {"server", required_argument, 0, 's'},   {"tasks", required_argument, 0, 't'},
-      {"backends", required_argument, 0, 'b'}, {"cache", required_argument, 0, 'c'},
-      {"verbose", no_argument, 0, 'v'},        {"heartbeat-interval", required_argument, 0, 'H'},
-      {"adaptive-reps", required_argument, 0, 'A'}, {"ref-cache-mb", required_argument, 0, 'R'},
-      {"no-pool", no_argument, 0, 'P'},
-      {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+  static const struct option opts[] = {{"server", required_argument, 0, 's'},
+                                       {"tasks", required_argument, 0, 't'},
+                                       {"backends", required_argument, 0, 'b'},
+                                       {"cache", required_argument, 0, 'c'},
+                                       {"verbose", no_argument, 0, 'v'},
+                                       {"heartbeat-interval", required_argument, 0, 'H'},
+                                       {"adaptive-reps", required_argument, 0, 'A'},
+                                       {"ref-cache-mb", required_argument, 0, 'R'},
+                                       {"no-pool", no_argument, 0, 'P'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
   const char *cache = NULL;
   int verbose = 0, c;

@@ -29,8 +29,8 @@ typedef struct ka_exec_config {
   int pool; /* keep a warm runner per GPU device (worker.c; gpuexec --no-pool turns it off) */
   int adaptive_reps; /* timed calls may go on up to this many times the job's reps while
                         the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
-  int fixed_inputs; /* ka-validate only: inputs from the job's seed alone (no per-evaluation
-                      secret), so that two evaluations of one seed can be compared */
+  int fixed_inputs;  /* ka-validate only: inputs from the job's seed alone (no per-evaluation
+                       secret), so that two evaluations of one seed can be compared */
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res

@@ -38,10 +38,14 @@ static void ref_free(ka_refentry *e) {
 }
 
 static void ref_unlink(ka_refcache *c, ka_refentry *e) {
-  if (e->prev) e->prev->next = e->next;
-  else c->head = e->next;
-  if (e->next) e->next->prev = e->prev;
-  else c->tail = e->prev;
+  if (e->prev)
+    e->prev->next = e->next;
+  else
+    c->head = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  else
+    c->tail = e->prev;
   e->prev = e->next = NULL;
   e->cached = 0;
   c->bytes -= e->cost;
@@ -192,7 +196,8 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
       if (t->tensors[k].role == KA_ROLE_INPUT) {
         ptrs[k] = (void *)e->in[k];
       } else {
-        if (!e->ref[k]) e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
+        if (!e->ref[k])
+          e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
         if (!e->ref[k]) rc = KA_ENOMEM;
         ptrs[k] = e->ref[k];
       }

@@ -27,14 +27,14 @@ typedef struct ka_refcache ka_refcache;
 /* One case's correctness data. Read-only for holders once ka_ref_reference returned. */
 typedef struct ka_refentry {
   const ka_task *task;
-  int case_index; /* index in task->cases */
-  uint64_t seed;  /* the input seed the inputs were drawn from */
-  int fd[KA_MAX_TENSORS];             /* inputs: sealed memfd; outputs: -1 */
-  const void *in[KA_MAX_TENSORS];     /* inputs: read-only mapping of fd */
-  double *ref[KA_MAX_TENSORS];        /* outputs: reference values (NULL until computed) */
+  int case_index;                 /* index in task->cases */
+  uint64_t seed;                  /* the input seed the inputs were drawn from */
+  int fd[KA_MAX_TENSORS];         /* inputs: sealed memfd; outputs: -1 */
+  const void *in[KA_MAX_TENSORS]; /* inputs: read-only mapping of fd */
+  double *ref[KA_MAX_TENSORS];    /* outputs: reference values (NULL until computed) */
   int64_t elems[KA_MAX_TENSORS];
   size_t bytes[KA_MAX_TENSORS];
-  size_t cost;                        /* bytes held: inputs and reference outputs */
+  size_t cost; /* bytes held: inputs and reference outputs */
   /* private to refcache.c */
   pthread_mutex_t mu;
   int ready;  /* reference computed */

@@ -69,8 +69,8 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
       struct cmsghdr h;
       char c[CMSG_SPACE(sizeof(int) * KA_RUNNER_FDS_PER_MSG)];
     } cm;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c,
-                         .msg_controllen = sizeof cm.c};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c, .msg_controllen = sizeof cm.c};
     ssize_t r = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
     if (r < 0 && errno == ENOTSOCK) r = read(0, buf + n, cap - n);
     if (r < 0 && errno == EINTR) continue;
@@ -350,7 +350,8 @@ int main(int argc, char **argv) {
   if (pre && sscanf(pre, "%63[^:]:%d", pre_backend, &pre_index) == 2) {
     char perr[RN_ERRLEN];
     s.be = ka_backend_load(pre_backend, perr, sizeof perr);
-    if (!s.be || s.be->open(pre_index, &s.ctx, perr, sizeof perr) != KA_OK) s.be = NULL, s.ctx = NULL;
+    if (!s.be || s.be->open(pre_index, &s.ctx, perr, sizeof perr) != KA_OK)
+      s.be = NULL, s.ctx = NULL;
   }
   uint8_t *jbuf;
   size_t jlen;

@@ -4,8 +4,9 @@
  * socket) and shuts it down; the runner writes one encoded Kernelarena__V1__RunnerResult
  * to KA_RUNNER_RESULT_FD and exits 0. Input tensors arrive with the job as memfds
  * (sealed: nobody can change them); output tensors are memfds the runner fills with the
- * candidate's outputs. A runner may be started before its job (KA_RUNNER_PREOPEN_ENV). `ka-runner --discover BACKEND` instead writes an encoded
- * Kernelarena__V1__DescribeResponse listing that backend's devices to stdout.
+ * candidate's outputs. A runner may be started before its job (KA_RUNNER_PREOPEN_ENV). `ka-runner
+ * --discover BACKEND` instead writes an encoded Kernelarena__V1__DescribeResponse listing that
+ * backend's devices to stdout.
  *
  * The runner is trusted; submitted code never runs in its process (host modules run in
  * child processes, GPU kernels on the device), and it makes itself non-dumpable, so a

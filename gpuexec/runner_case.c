@@ -189,9 +189,8 @@ static int64_t rn_pool_off(const rn_cx *x, int q, int i) {
   return (int64_t)(ka_mix64(x->rot_seed, (uint64_t)((q + 1) * RN_T + i)) % (uint64_t)x->elems[i]);
 }
 static ka_fill rn_poison_fill(const rn_cx *x, int q, int i) {
-  ka_fill f = {.dtype = (int)x->t->tensors[i].dtype,
-               .dist = KA_FILL_POISON,
-               .key = rn_poison_key(x, q, i)};
+  ka_fill f = {
+      .dtype = (int)x->t->tensors[i].dtype, .dist = KA_FILL_POISON, .key = rn_poison_key(x, q, i)};
   return f;
 }
 static int rn_is_input(const rn_cx *x, int i) {
@@ -322,8 +321,8 @@ static int rn_setup_impl(rn_cx *x, int w) {
     for (int d = 0; d < 3 && rc == KA_OK; d++) {
       if ((rc = ka_expr_eval(pl->grid[d], &v, &val, e, sizeof e)) != KA_OK) break;
       if (val < 1 || val > 0x7fffffff)
-        rc = ka_seterr(e, sizeof e, KA_ERANGE, "launch %d (%s): grid[%d] = %lld is out of range",
-                       i, pl->kernel, d, (long long)val);
+        rc = ka_seterr(e, sizeof e, KA_ERANGE, "launch %d (%s): grid[%d] = %lld is out of range", i,
+                       pl->kernel, d, (long long)val);
       l->grid[d] = (unsigned)val;
       if (rc || (rc = ka_expr_eval(pl->block[d], &v, &val, e, sizeof e)) != KA_OK) break;
       if (val < 1 || val > 1024)
@@ -337,7 +336,8 @@ static int rn_setup_impl(rn_cx *x, int w) {
       rc = ka_seterr(e, sizeof e, KA_ERANGE, "launch %d (%s): %lld threads per block exceed %d", i,
                      pl->kernel, (long long)threads, x->s->dev.max_threads_per_block);
     if (rc == KA_OK && (rc = ka_expr_eval(pl->shared_bytes, &v, &val, e, sizeof e)) == KA_OK &&
-        (val < 0 || (x->s->dev.shared_bytes_per_block > 0 && val > x->s->dev.shared_bytes_per_block)))
+        (val < 0 ||
+         (x->s->dev.shared_bytes_per_block > 0 && val > x->s->dev.shared_bytes_per_block)))
       rc = ka_seterr(e, sizeof e, KA_ERANGE, "launch %d (%s): shared_bytes %lld out of range", i,
                      pl->kernel, (long long)val);
     l->shared_bytes = (unsigned)val;
@@ -384,8 +384,9 @@ static int rn_setup_aside(rn_cx *x) {
       x->stride[i] = (x->bytes[i] + 15) & ~(size_t)15;
       size_t n = (size_t)x->slots * x->stride[i];
       x->aside_sum[i] = calloc((size_t)x->slots, sizeof(uint64_t));
-      if (!x->aside_sum[i]) return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM,
-                                           "out of host memory for the kept outputs");
+      if (!x->aside_sum[i])
+        return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM,
+                       "out of host memory for the kept outputs");
       if (x->dev) {
         int rc = x->s->be->mem_alloc(x->s->ctx, n, &x->aside[i]);
         if (rc == KA_EOOM && x->kept)
@@ -482,8 +483,8 @@ static int rn_stage(rn_cx *x, int w, int q) {
       rc = s->be->fill_device(s->ctx, x->tensors[i], &f, x->elems[i], 0, NULL);
     } else {
       if (in)
-        ka_fill_input(&x->t->tensors[i], x->stage[i], x->elems[i], ka_mix64(x->in_seed, (uint64_t)q),
-                      x->tcase, i);
+        ka_fill_input(&x->t->tensors[i], x->stage[i], x->elems[i],
+                      ka_mix64(x->in_seed, (uint64_t)q), x->tcase, i);
       else
         rn_rotate(x->stage[i], x->pool[i], x->elems[i], rn_pool_off(x, q, i),
                   ka_dtype_size(x->t->tensors[i].dtype));
@@ -568,7 +569,8 @@ static int rn_trial(rn_cx *x) {
   if ((rc = rn_run(x, 1)) != KA_OK) return rn_fault(x, rc, "candidate run failed");
   if ((rc = rn_after_call(x, 1, RN_TRIAL, "the correctness trial")) != KA_OK) return rc;
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++)
-    if (!rn_is_input(x, i)) rc = s->be->copy_to_host(s->ctx, x->maps[i], x->tensors[i], x->bytes[i]);
+    if (!rn_is_input(x, i))
+      rc = s->be->copy_to_host(s->ctx, x->maps[i], x->tensors[i], x->bytes[i]);
   if (rc) return rn_fault(x, rc, "copying the trial's outputs");
   x->cr->trial_outputs = 1;
   x->ph_trial = ka_now_s() - t0;
@@ -939,8 +941,15 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
     *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
     return ka_seterr(err, errlen, KA_ENOMEM, "out of host memory");
   }
-  *x = (rn_cx){.s = s, .t = s->task, .impl = impl, .job = job, .ci = ci, .cr = cr,
-               .status = status, .err = err, .errlen = errlen};
+  *x = (rn_cx){.s = s,
+               .t = s->task,
+               .impl = impl,
+               .job = job,
+               .ci = ci,
+               .cr = cr,
+               .status = status,
+               .err = err,
+               .errlen = errlen};
   *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
   double t0 = ka_now_s();
   int rc = rn_init(x);

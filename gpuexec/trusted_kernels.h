@@ -51,10 +51,10 @@ static const char *const ka_trusted_cmp_names[KA_TRUSTED_CMP_WIDTHS]
 #define KA_TRUSTED_FILL_NAME "ka_trusted_fill"
 #define KA_TRUSTED_ABSMAX_NAME "ka_trusted_absmax"
 #define KA_TRUSTED_CLOSE_NAME "ka_trusted_close"
-static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS] __attribute__((unused)) = {
-    "ka_trusted_cmp_u8",    "ka_trusted_cmp_u16",   "ka_trusted_cmp_u32",
-    "ka_trusted_cmp_u64",   "ka_trusted_cmp_u128",  KA_TRUSTED_SUM_NAME,
-    KA_TRUSTED_FILL_NAME,   KA_TRUSTED_ABSMAX_NAME, KA_TRUSTED_CLOSE_NAME};
+static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS]
+    __attribute__((unused)) = {"ka_trusted_cmp_u8",  "ka_trusted_cmp_u16",   "ka_trusted_cmp_u32",
+                               "ka_trusted_cmp_u64", "ka_trusted_cmp_u128",  KA_TRUSTED_SUM_NAME,
+                               KA_TRUSTED_FILL_NAME, KA_TRUSTED_ABSMAX_NAME, KA_TRUSTED_CLOSE_NAME};
 
 static inline uint64_t ka_trusted_mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
@@ -91,9 +91,9 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
 #define KA_TRUSTED_POISON 3
 
 /* The generator of ka_trusted_fill on the host: common/data.c's, bit for bit (data.h). */
-static inline __attribute__((unused)) uint64_t ka_trusted_element_host(uint64_t i, int dt,
-                                                                       int dist, double a,
-                                                                       double b, uint64_t key) {
+static inline __attribute__((unused)) uint64_t ka_trusted_element_host(uint64_t i, int dt, int dist,
+                                                                       double a, double b,
+                                                                       uint64_t key) {
   return ka_gen_bits(i, (ka_dtype)dt, dist, a, b, key);
 }
 

@@ -699,7 +699,8 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   static __thread Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES];
   static __thread Kernelarena__V1__RunnerCase *rcp[WK_MAX_CASES];
   static __thread int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
-  static __thread int32_t in_fds[WK_MAX_CASES][KA_MAX_TENSORS], out_fds[WK_MAX_CASES][KA_MAX_TENSORS];
+  static __thread int32_t in_fds[WK_MAX_CASES][KA_MAX_TENSORS],
+      out_fds[WK_MAX_CASES][KA_MAX_TENSORS];
   *nshare = 0;
   for (int i = 0; i < ev->ncases; i++) {
     wk_case *wc = &ev->cs[i];
@@ -998,7 +999,7 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
     wk_fail(res, KERNELARENA__V1__STATUS__TIMEOUT,
             "evaluation exceeded its %.0f s limit; the runner's process group was killed", timeout);
   } else if (result->len > 0 && !(rr = kernelarena__v1__runner_result__unpack(
-                                     NULL, result->len, (uint8_t *)result->s))) {
+                                      NULL, result->len, (uint8_t *)result->s))) {
     /* never a score: the verdict is missing (docs/integrity.md) */
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
             "the runner's result is malformed (%zu bytes that do not decode)", result->len);
@@ -1123,8 +1124,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
     /* GPU backends: no submitted code runs on the host, so once the runner's result is
      * in nothing of the runner's exit changes the verdict */
     int left = 0, gpu = strcmp(dev->backend, "host") != 0;
-    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped,
-                    gpu ? &left : NULL);
+    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
     if (left) wk_leave(dev, &ch);
     t_run = ka_now_s() - t_run;
     double t_judge = ka_now_s();

@@ -27,7 +27,6 @@ const ka_backend_ops *ka_backend_host(void) {
   return NULL;
 }
 
-
 /* Compiles one source (plus optional headers) compile-only for arch; returns the rc,
  * *log (caller frees) and err. Checks that *out stays NULL. */
 static int compile1(const ka_backend_ops *be, const char *lang, const char *arch,

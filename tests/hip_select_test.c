@@ -40,7 +40,6 @@ const ka_backend_ops *ka_backend_host(void) {
   return NULL;
 }
 
-
 /* Runs argv with stdout into *out (bytes, NUL-terminated; out->len excludes the NUL)
  * and stderr into *errs (malloc'd; caller frees both), killing it after timeout_s. Returns the exit
  * status, 128 + signal, or -1 if it could not start. The child gets its own process group, which is

@@ -24,7 +24,6 @@ const ka_backend_ops *ka_backend_host(void) {
   return NULL;
 }
 
-
 /* Compiles one source (plus optional headers) compile-only for arch; returns the rc,
  * *log (caller frees) and err. */
 static int compile1(const ka_backend_ops *be, const char *lang, const char *arch,
@@ -223,7 +222,8 @@ static const char hip_src[] =
 static void check_trusted(const ka_backend_ops *be) {
   check(be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
             be->close_device,
-        "device staging ops", "copy_device %s, compare_device %s, checksum_device %s, fill_device %s, close_device %s",
+        "device staging ops",
+        "copy_device %s, compare_device %s, checksum_device %s, fill_device %s, close_device %s",
         be->copy_device ? "set" : "NULL", be->compare_device ? "set" : "NULL",
         be->checksum_device ? "set" : "NULL", be->fill_device ? "set" : "NULL",
         be->close_device ? "set" : "NULL");
@@ -389,7 +389,10 @@ static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
     for (int dist = 0; ok && dist <= KA_TRUSTED_POISON; dist++) {
       if (dt >= 4 && dist < 2) continue; /* integer tensors draw integers */
       double lo = dt >= 4 ? (dt == 5 ? 0 : -100) : -3, hi = dt >= 4 ? 100 : 5;
-      ka_fill f = {.dtype = dt, .dist = dist, .a = dist == 0 ? 0.5 : lo, .b = dist == 0 ? 2 : hi,
+      ka_fill f = {.dtype = dt,
+                   .dist = dist,
+                   .a = dist == 0 ? 0.5 : lo,
+                   .b = dist == 0 ? 2 : hi,
                    .key = 0xfeedULL * (uint64_t)(dt * 8 + dist + 1)};
       int rc = be->fill_device(ctx, a, &f, N, 0, NULL);
       if (rc == KA_OK) rc = be->copy_to_host(ctx, h, a, (size_t)N * es[dt]);
@@ -436,7 +439,8 @@ static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
           "bad %lld (want 3) first %lld (want 12345)", (long long)bad, (long long)first);
     /* element 5: NaN in want and a NaN in got (not the poison): matches; element 6: NaN
      * in want and got's poison element: counted */
-    uint32_t qnan = 0x7fc00123u, pz = (uint32_t)ka_trusted_element_host(6, 0, KA_TRUSTED_POISON, 0, 0, 99);
+    uint32_t qnan = 0x7fc00123u,
+             pz = (uint32_t)ka_trusted_element_host(6, 0, KA_TRUSTED_POISON, 0, 0, 99);
     if (rc == KA_OK) rc = be->copy_device(ctx, b, 0, a, 0, (size_t)N * 4);
     if (rc == KA_OK) rc = be->copy_to_device(ctx, a + 5 * 4, &qnan, 4);
     if (rc == KA_OK) rc = be->copy_to_device(ctx, b + 5 * 4, &qnan, 4);

@@ -1159,9 +1159,8 @@ int main(int argc, char **argv) {
   /* the closed episode left the server's memory; State reads it from the trace store */
   r = do_state(a, ep);
   CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && r->state->closed &&
-            !strcmp(r->state->close_reason, "closed") &&
-            r->state->step == steps_before_close && steps_before_close >= 1 &&
-            r->state->n_files == 0 && r->state->expires_in_s == -1 &&
+            !strcmp(r->state->close_reason, "closed") && r->state->step == steps_before_close &&
+            steps_before_close >= 1 && r->state->n_files == 0 && r->state->expires_in_s == -1 &&
             !strcmp(r->state->task_id, "host/gelu"),
         "state of a closed episode from the store");
   free_resp(r);
