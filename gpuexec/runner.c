@@ -22,6 +22,7 @@
  * (backend_host.c), GPU kernels on the device; a fault in them (crash, illegal
  * address, hang) ends only that process or this one, never the worker. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -327,6 +328,14 @@ int main(int argc, char **argv) {
    * itself (seccomp) before it loads submitted code */
   if (argc == 3 && !strcmp(argv[1], KA_SANDBOX_SUPERVISE_ARG)) return ka_sandbox_supervise(argv[2]);
   if (argc >= 3 && !strcmp(argv[1], KA_RUNNER_HOST_MODULE_ARG)) {
+    /* the process running submitted code is the OOM killer's first choice, so memory it
+     * takes cannot get its runner killed (an unscored step) instead */
+    int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (adj >= 0) {
+      if (write(adj, "1000", 4) != 4) { /* best effort */
+      }
+      close(adj);
+    }
     ka_sandbox_lock_inherited();
     return ka_host_module_main(argc, argv);
   }

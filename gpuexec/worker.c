@@ -1067,6 +1067,15 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
         res->cases[res->n_cases++] = cr;
       }
     }
+  } else if (WIFSIGNALED(wstatus) &&
+             (WTERMSIG(wstatus) == SIGKILL || WTERMSIG(wstatus) == SIGTERM)) {
+    /* before the deadline nothing of ours sends these, and submitted code may signal only
+     * its own process (seccomp, docs/sandbox.md): an operator or the OOM killer did (module
+     * processes are the OOM killer's first choice, oom_score_adj 1000), never a score */
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
+            "the evaluation process was killed from outside (signal %d, %s) before its "
+            "deadline; the step was not evaluated",
+            WTERMSIG(wstatus), strsignal(WTERMSIG(wstatus)));
   } else if (WIFSIGNALED(wstatus)) {
     int sig = WTERMSIG(wstatus);
     wk_fail(res, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
