@@ -61,8 +61,17 @@ $SUDO apt-get update -qq
 # What debian/rules uses: debhelper, cmake and mbedtls (TLS). The other Build-Depends
 # of nng 1.5.2-2 (dh-python, scons, protobuf-compiler, python3-protobuf) are not used
 # by its rules, so they are not installed and dpkg-buildpackage runs with -d.
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-  debhelper cmake libmbedtls-dev dpkg-dev fakeroot
+tools=""
+for p in debhelper cmake libmbedtls-dev dpkg-dev fakeroot; do
+  [ -n "$(installed "$p")" ] || tools="$tools $p"
+done
+if [ -n "$tools" ]; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $tools \
+    >"${TMPDIR:-/tmp}/ka-install-nng-apt.log" 2>&1 || {
+    cat "${TMPDIR:-/tmp}/ka-install-nng-apt.log" >&2
+    exit 1
+  }
+fi
 
 WORK=$(mktemp -d /tmp/ka-nng-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT INT TERM
@@ -98,7 +107,11 @@ DEB_BUILD_OPTIONS="nocheck nodoc parallel=$(nproc)" \
   exit 1
 }
 cd "$WORK"
+arch=$(dpkg --print-architecture)
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --allow-downgrades \
-  "./libnng1_${KA_VERSION}_$(dpkg --print-architecture).deb" \
-  "./libnng-dev_${KA_VERSION}_$(dpkg --print-architecture).deb"
+  "./libnng1_${KA_VERSION}_$arch.deb" "./libnng-dev_${KA_VERSION}_$arch.deb" \
+  >"$WORK/install.log" 2>&1 || {
+  cat "$WORK/install.log" >&2
+  exit 1
+}
 echo "install-nng: installed libnng1 and libnng-dev $KA_VERSION"
