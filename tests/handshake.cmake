@@ -5,4 +5,4 @@ find_program(KA_HANDSHAKE_PYTHON python3 REQUIRED)
 add_test(NAME handshake_abort
          COMMAND ${KA_HANDSHAKE_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/handshake_test.py
                  ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR})
-set_tests_properties(handshake_abort PROPERTIES TIMEOUT 240)
+set_tests_properties(handshake_abort PROPERTIES TIMEOUT 420)

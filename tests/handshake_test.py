@@ -5,12 +5,13 @@ A peer that connects to the client endpoint (env) or the executor endpoint (exec
 sends part of the 8-byte SP header (or nothing, or garbage) and closes used to leave
 the nng listener accepting sockets that never became pipes (nng 1.5.2, upstream
 issue #1518): every later client timed out and a gpuexec started afterwards never got
-a job. For ipc:// and tcp://, on a fresh state folder each: envserver alone, every kind
-of aborted handshake several times on both endpoints, then
-  - a new client's Health is answered within a few seconds (twice: Health, then Describe
-    through `envctl tasks`),
-  - a gpuexec started after the aborts registers and a one-step host episode completes
-    with status OK.
+a job. For ipc:// and tcp://, on a fresh state folder each, envserver alone at first:
+  1. every kind of aborted handshake several times on the executor endpoint (with
+     envserver stopped, SIGSTOP, and live); a gpuexec started afterwards must register
+     and a one-step host episode complete with status OK;
+  2. the same on the client endpoint; a new client's Health must be answered within
+     5 s (then Describe through `envctl tasks`), the executor still registered;
+  3. aborts on both endpoints with the executor connected; Health and an episode again.
 Standard library only (the system python3); the clients are build/bin/envctl.
 usage: handshake_test.py BIN_DIR SOURCE_DIR
 """
@@ -151,8 +152,73 @@ def stop(p):
             p.wait()
 
 
+class stopped:
+    """with stopped(p): p is stopped (SIGSTOP) inside the block, continued after it."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def __enter__(self):
+        os.kill(self.p.pid, signal.SIGSTOP)
+
+    def __exit__(self, *exc):
+        os.kill(self.p.pid, signal.SIGCONT)
+        return False
+
+
+def abort_all(server, url):
+    """Every kind of aborted handshake on url, ROUNDS times each; returns how many.
+
+    First while envserver is stopped, so that the peer is gone before envserver accepts
+    it and its first write of the SP header fails (EPIPE on ipc): the deterministic form
+    of the issue's one-liner, which wins that race only most of the time. One kind at a
+    time (a lone abort meets the listener waiting in accept, the case that stopped it),
+    then all kinds at once (a burst). Then the same live, as the one-liner does it, and
+    after reading the server's header."""
+    n = 0
+    for rnd in range(ROUNDS):
+        for kind, wait_header, data, reset in ABORTS:
+            if not wait_header:
+                with stopped(server):
+                    abort_handshake(url, False, data, reset)
+                n += 1
+                time.sleep(0.05)
+    with stopped(server):
+        for kind, wait_header, data, reset in ABORTS:
+            if not wait_header:
+                abort_handshake(url, False, data, reset)
+                n += 1
+    for rnd in range(ROUNDS):
+        for kind, wait_header, data, reset in ABORTS:
+            abort_handshake(url, wait_header, data, reset)
+            n += 1
+    time.sleep(0.3)  # let the server see every close
+    return n
+
+
+def check_health(name, env_url, when):
+    rc, out, secs = health(env_url, 3)
+    check("%s: a new client's Health is answered %s (%.2f s, limit %.0f s)" %
+          (name, when, secs, ANSWER_S), rc == 0 and "ok=1" in out and secs < ANSWER_S)
+    if rc != 0:
+        print("   " + out.strip())
+    return out
+
+
+def run_episode(name, work, env_url, when):
+    ws = tempfile.mkdtemp(prefix=name + "-ws-", dir=work)
+    rc, out, secs = envctl(["episode", "--server", env_url, "--task", TASK, "--seed", "1",
+                            "--max-steps", "1", "--workspace", ws, "--timeout", "120"], 150)
+    check("%s: a one-step host episode completes with status OK %s (%.1f s)" %
+          (name, when, secs), rc == 0 and "status OK" in out)
+    if rc != 0:
+        print(out)
+
+
 def run_transport(name, work):
-    """One envserver on a fresh state folder, aborts on both endpoints, then the checks."""
+    """One envserver on a fresh state folder: aborts on the executor endpoint, then a
+    gpuexec started afterwards must get a job; aborts on the client endpoint, then new
+    clients must be answered; aborts on both with the executor connected."""
     state = os.path.join(work, name + "-state")
     if name == "ipc":
         env_url, exec_url = "ipc://%s/env.ipc" % state, "ipc://%s/exec.ipc" % state
@@ -167,58 +233,38 @@ def run_transport(name, work):
     if not check("%s: envserver answers Health before the aborts" % name, up):
         print(out)
         return
-    n = 0
-    for rnd in range(ROUNDS):
-        for kind, wait_header, data, reset in ABORTS:
-            for url in (env_url, exec_url):
-                abort_handshake(url, wait_header, data, reset)
-            n += 1
-    # The same peers while envserver is stopped: they are gone before it accepts them, so
-    # its first write of the SP header fails (EPIPE on ipc). That is the deterministic form
-    # of the issue's one-liner, which only wins this race most of the time.
-    os.kill(server.pid, signal.SIGSTOP)
-    try:
-        for rnd in range(ROUNDS):
-            for kind, wait_header, data, reset in ABORTS:
-                if not wait_header:
-                    for url in (env_url, exec_url):
-                        abort_handshake(url, False, data, reset)
-                    n += 1
-    finally:
-        os.kill(server.pid, signal.SIGCONT)
-    print("%s: %d aborted handshakes on each endpoint (%d kinds, live and with envserver "
-          "stopped)" % (name, n, len(ABORTS)), flush=True)
-    time.sleep(0.3)  # let the server see every close
 
-    rc, out, secs = health(env_url, 3)
-    check("%s: a new client's Health is answered after the aborts (%.2f s, limit %.0f s)" %
-          (name, secs, ANSWER_S), rc == 0 and "ok=1" in out and secs < ANSWER_S)
-    if rc != 0:
-        print("   " + out.strip())
-    rc, out, secs = envctl(["tasks", "--server", env_url, "--timeout", "3"], 6)
-    check("%s: a second new client lists the tasks (Describe, %.2f s)" % (name, secs),
-          rc == 0 and TASK in out and secs < ANSWER_S)
-
+    # 1. the executor endpoint (the client endpoint untouched, so Health can tell)
+    n = abort_all(server, exec_url)
+    print("%s: %d aborted handshakes on the executor endpoint" % (name, n), flush=True)
     start([os.path.join(BIN, "gpuexec"), "--server", exec_url, "--tasks", TASKS,
            "--backends", "host"], logs["gpuexec"])
     up, out = wait_health(env_url, True, 15)
     check("%s: a gpuexec started after the aborts registers (Health: %s)" %
           (name, out.strip() or "no answer"), up)
     if up:
-        ws = os.path.join(work, name + "-ws")
-        rc, out, secs = envctl(["episode", "--server", env_url, "--task", TASK, "--seed", "1",
-                                "--max-steps", "1", "--workspace", ws, "--timeout", "60"], 90)
-        check("%s: a one-step host episode completes with status OK (%.1f s)" % (name, secs),
-              rc == 0 and "status OK" in out)
-        if rc != 0:
-            print(out)
-    # Aborts after the executor registered must not cut it off either.
+        run_episode(name, work, env_url, "on it")
+
+    # 2. the client endpoint
+    n = abort_all(server, env_url)
+    print("%s: %d aborted handshakes on the client endpoint" % (name, n), flush=True)
+    out = check_health(name, env_url, "after them")
+    check("%s: the executor is still registered (Health: %s)" % (name, out.strip()),
+          "ok=1" in out and "executors=0" not in out)
+    rc, out, secs = envctl(["tasks", "--server", env_url, "--timeout", "3"], 6)
+    check("%s: a second new client lists the tasks (Describe, %.2f s)" % (name, secs),
+          rc == 0 and TASK in out and secs < ANSWER_S)
+
+    # 3. both endpoints, with the executor connected; then another episode
     for kind, wait_header, data, reset in ABORTS:
         abort_handshake(exec_url, wait_header, data, reset)
         abort_handshake(env_url, wait_header, data, reset)
-    rc, out, secs = health(env_url, 3)
-    check("%s: Health still answered after aborts with an executor connected (%.2f s)" %
-          (name, secs), rc == 0 and "ok=1" in out and secs < ANSWER_S)
+    with stopped(server):
+        abort_handshake(exec_url, False, b"\x00SP", False)
+        abort_handshake(env_url, False, b"\x00SP", False)
+    time.sleep(0.3)
+    check_health(name, env_url, "after aborts on both endpoints")
+    run_episode(name, work, env_url, "after them")
     check("%s: envserver still running" % name, server.poll() is None)
     for p in list(procs):
         stop(p)
