@@ -12,6 +12,7 @@
 # (measured in docs/protocol.md). Writes /etc/apt/sources.list.d/kernelarena-nng-src.sources
 # (a deb-src line for bookworm) and builds in a temporary folder it removes.
 # usage: scripts/install-nng.sh     (root or sudo; called by scripts/install-deps.sh)
+#        KA_NNG_REBUILD=1 scripts/install-nng.sh   (rebuild even when installed)
 set -eu
 cd "$(dirname "$0")/.."
 PATCH=$PWD/deps/nng/aborted-handshake.patch
@@ -25,9 +26,11 @@ installed() { # installed PACKAGE: its installed version, or nothing
     awk '$1 == "install" && $3 == "installed" {print $4}'
 }
 
-# ---- already done?
+# ---- already done? (KA_NNG_REBUILD=1 rebuilds and reinstalls all the same)
 dev=$(installed libnng-dev)
-if [ "$dev" = "$KA_VERSION" ] && [ "$(installed libnng1)" = "$KA_VERSION" ]; then
+if [ "${KA_NNG_REBUILD:-0}" = 1 ]; then
+  :
+elif [ "$dev" = "$KA_VERSION" ] && [ "$(installed libnng1)" = "$KA_VERSION" ]; then
   echo "install-nng: libnng-dev $KA_VERSION (aborted-handshake fix) present"
   exit 0
 fi
@@ -108,7 +111,7 @@ DEB_BUILD_OPTIONS="nocheck nodoc parallel=$(nproc)" \
 }
 cd "$WORK"
 arch=$(dpkg --print-architecture)
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --allow-downgrades \
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --allow-downgrades --reinstall \
   "./libnng1_${KA_VERSION}_$arch.deb" "./libnng-dev_${KA_VERSION}_$arch.deb" \
   >"$WORK/install.log" 2>&1 || {
   cat "$WORK/install.log" >&2
