@@ -71,6 +71,7 @@ for p in debhelper cmake libmbedtls-dev dpkg-dev fakeroot; do
   [ -n "$(installed "$p")" ] || tools="$tools $p"
 done
 if [ -n "$tools" ]; then
+  # shellcheck disable=SC2086 # a list of package names, split on purpose
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $tools \
     >"${TMPDIR:-/tmp}/ka-install-nng-apt.log" 2>&1 || {
     cat "${TMPDIR:-/tmp}/ka-install-nng-apt.log" >&2
@@ -79,7 +80,8 @@ if [ -n "$tools" ]; then
 fi
 
 WORK=$(mktemp -d /tmp/ka-nng-XXXXXX)
-trap 'rm -rf "$WORK"' EXIT INT TERM
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 130' INT TERM
 cd "$WORK"
 apt-get source -qq "nng=$SRC_VERSION" >/dev/null 2>&1 || {
   echo "install-nng: apt-get source nng=$SRC_VERSION failed" >&2
