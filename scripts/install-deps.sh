@@ -32,6 +32,6 @@ if [ -n "$missing" ]; then
 else
   echo "install-deps: all packages present"
 fi
-# nng: Debian 12's 1.5.2 rebuilt with the aborted-handshake fix (libnng-dev 1.5.2-2+ka1);
+# nng: Debian 12's 1.5.2 rebuilt with the aborted-handshake fix (libnng-dev 1.5.2-2+ka2);
 # instant when installed, about 40 s on a fresh machine (measured in install-nng.sh)
 "$(dirname "$0")/install-nng.sh"

@@ -5,7 +5,7 @@
 # from its registries here; so this rebuilds Debian 12's own source package (nng
 # 1.5.2-2, TLS with mbedtls as Debian builds it) with our patch,
 # deps/nng/aborted-handshake.patch, and installs the resulting libnng1 and libnng-dev
-# as version 1.5.2-2+ka1. Nothing else changes: same headers, same libnng.a path.
+# as version 1.5.2-2+ka2. Nothing else changes: same headers, same libnng.a path.
 #
 # Idempotent: exits at once when the patched packages (or an nng >= 1.6.0, which has
 # the upstream fix) are installed (0.04 s). Measured on the 2-core Debian 12 machine:
@@ -19,7 +19,7 @@ set -eu
 cd "$(dirname "$0")/.."
 PATCH=$PWD/deps/nng/aborted-handshake.patch
 SRC_VERSION=1.5.2-2
-KA_VERSION=1.5.2-2+ka1
+KA_VERSION=1.5.2-2+ka2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
@@ -98,8 +98,8 @@ sed -i 's/-DNNG_ENABLE_TLS=ON/-DNNG_ENABLE_TLS=ON -DNNG_TESTS=OFF/' debian/rules
 {
   echo "nng ($KA_VERSION) bookworm; urgency=medium"
   echo
-  echo "  * kernelarena: an aborted SP handshake no longer stops the listener or the"
-  echo "    dialer (deps/nng/aborted-handshake.patch; nng issue #1518)."
+  echo "  * kernelarena: an aborted SP handshake no longer stops the listener"
+  echo "    (deps/nng/aborted-handshake.patch; nng issue #1518)."
   echo
   echo " -- kernelarena <kernelarena@localhost>  $(date -R)"
   echo
