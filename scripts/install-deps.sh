@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs the Debian packages kernelarena builds and tests with.
 # Static archives (.a) of nng, mbedtls, protobuf-c, libyaml, sqlite3 and libffi come
-# with the -dev packages; the build links them statically so binaries run unchanged
-# on machines that lack these libraries (e.g. the GPU machine).
+# with the -dev packages (nng's from scripts/install-nng.sh, run last: Debian 12's nng
+# rebuilt with the aborted-handshake fix); the build links them statically so binaries
+# run unchanged on machines that lack these libraries (e.g. the GPU machine).
 set -eu
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-PKGS="build-essential cmake pkg-config libnng-dev libmbedtls-dev libprotobuf-c-dev \
+PKGS="build-essential cmake pkg-config libmbedtls-dev libprotobuf-c-dev \
 protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev libseccomp-dev sqlite3 python3 python3-venv"
 # libelf (static, with zlib): the import allow-list of host modules (gpuexec/sandbox.c)
 PKGS="$PKGS libelf-dev"
@@ -32,3 +33,6 @@ if [ -n "$missing" ]; then
 else
   echo "install-deps: all packages present"
 fi
+# nng: Debian 12's 1.5.2 rebuilt with the aborted-handshake fix (libnng-dev 1.5.2-2+ka2);
+# instant when installed, about 40 s on a fresh machine (measured in install-nng.sh)
+"$(dirname "$0")/install-nng.sh"
