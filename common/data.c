@@ -108,9 +108,10 @@ double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
 /* ---- the counter-based input generator (data.h): the same definition as the trusted
  * device kernel ka_trusted_fill (gpuexec/trusted_kernels.cu), operation for operation:
  * only IEEE-754 double additions, multiplications, divisions and square roots, each
- * rounded once (no fused multiply-add: this file is C11 without -ffp-contract, and the
- * kernel spells every operation as an __d*_rn intrinsic), so host and device draw the
- * same bits. */
+ * rounded once (no fused multiply-add: common/CMakeLists.txt builds this file with
+ * -ffp-contract=off, and the kernel spells every operation as an __d*_rn intrinsic), so
+ * host and device draw the same bits. Integer dtypes: the task's bounds must lie in the
+ * dtype's range (a value outside it converts differently on the two sides). */
 
 void ka_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3], k0 = key[0], k1 = key[1];

@@ -1175,9 +1175,12 @@ static int cuda_cmp_ready(ka_backend_ctx *ctx) {
   if (ctx->cmp_state < 0) return cuda_seterr(ctx, ctx->cmp_rc, "%s", ctx->cmp_why);
   char e[CUDA_ERRLEN] = "";
   int rc = cuda_enter(ctx, "trusted kernels");
-  if (rc == KA_OK && KA_TRUSTED_FATBIN_SIZE > 0)
-    rc = cuda_load_trusted_image(ctx, &ctx->cmp, e, sizeof e);
-  if (rc == KA_OK && KA_TRUSTED_FATBIN_SIZE == 0) {
+  int from_text = KA_TRUSTED_FATBIN_SIZE == 0;
+  if (rc == KA_OK && !from_text && cuda_load_trusted_image(ctx, &ctx->cmp, e, sizeof e) != KA_OK)
+    from_text = 1; /* no code in the fatbinary for this device (e.g. sm_75): NVRTC */
+  if (rc == KA_OK && from_text) {
+    ctx->cmp = NULL;
+    e[0] = '\0';
     ka_source src = {.name = "ka_trusted_kernels.cu",
                      .text = ka_trusted_kernels_src,
                      .len = sizeof ka_trusted_kernels_src - 1};

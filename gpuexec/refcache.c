@@ -2,6 +2,7 @@
 #include "refcache.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,9 @@ static int ref_input(ka_refentry *e, int k, char *err, size_t errlen) {
     return ka_seterr(err, errlen, KA_ESYS, "ftruncate %zu bytes: %s", len, strerror(errno));
   void *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, e->fd[k], 0);
   if (w == MAP_FAILED) return ka_seterr(err, errlen, KA_ESYS, "mmap: %s", strerror(errno));
+  /* a process forked meanwhile (another worker's runner) must not inherit this writable
+   * mapping: it would keep F_SEAL_WRITE from succeeding (EBUSY) until its execve */
+  madvise(w, len, MADV_DONTFORK);
   ka_fill_input(ts, w, e->elems[k], e->seed, e->case_index, k);
   munmap(w, len);
   if (fcntl(e->fd[k], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
@@ -205,6 +209,11 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
     if (rc == KA_OK) {
       fn(ptrs, t->cases[e->case_index].values);
       e->ready = 1;
+      /* a reference with NaN or Inf (a reference's own failure, e.g. its malloc) is not
+       * kept for later steps: they get a new computation */
+      for (int k = 0; k < t->ntensors && !e->uncacheable; k++)
+        for (int64_t i = 0; e->ref[k] && i < e->elems[k] && !e->uncacheable; i++)
+          if (!isfinite(e->ref[k][i])) e->uncacheable = 1;
     }
   }
   pthread_mutex_unlock(&e->mu);
@@ -219,7 +228,7 @@ void ka_ref_release(ka_refcache *c, ka_refentry *e) {
   }
   pthread_mutex_lock(&c->mu);
   int gone = --e->refs == 0 && !e->cached;
-  if (e->refs == 0 && e->cached && !e->ready) {
+  if (e->refs == 0 && e->cached && (!e->ready || e->uncacheable)) {
     /* its reference was never computed (the evaluation failed early): drop it, so that
      * a cached entry is always complete or being completed by a holder */
     ref_unlink(c, e);

@@ -38,6 +38,7 @@ typedef struct ka_refentry {
   /* private to refcache.c */
   pthread_mutex_t mu;
   int ready;  /* reference computed */
+  int uncacheable; /* its reference has NaN or Inf: dropped when the last holder lets go */
   int refs;   /* holders */
   int cached; /* in the cache's list */
   struct ka_refentry *prev, *next;
@@ -46,8 +47,8 @@ typedef struct ka_refentry {
 /* A cache of at most budget_bytes of unused entries (0: keep none beyond their use).
  * NULL on out of memory. */
 ka_refcache *ka_refcache_new(size_t budget_bytes);
-/* Frees the cache and every unused entry; entries still held are freed by their last
- * ka_ref_release. NULL is a no-op. */
+/* Frees the cache and every unused entry. Call it only when no entry is held (a later
+ * ka_ref_release would use the freed cache). NULL is a no-op. */
 void ka_refcache_free(ka_refcache *c);
 
 /* The entry of (t, case_index, seed), held for the caller: found in the cache, or made

@@ -1,20 +1,14 @@
 /* ka-runner: one evaluation in its own process.
  *
- * Started by a gpuexec worker for every job (runner.h describes the channel). It
- * compiles the task's baseline and the candidate, runs the candidate once per case
- * on inputs the worker generated (outputs poisoned first) and hands the outputs back
- * through shared memory, then times baseline and candidate interleaved: warm-up
- * calls, then for each repetition one call of each, alternating which goes first. Every
- * call gets fresh inputs (the worker's, rotated by a secret offset) and fresh poison,
- * staged with the scratch reset and the cache flush outside the timed interval
- * (device events; host: CLOCK_MONOTONIC around the call of the module's process); the
- * inputs are checked unchanged after every call (staging and check on the device from
- * pristine device copies where the backend has copy_device and compare_device, else on
- * the host), and the candidate's outputs of a
- * secret-seeded quarter of the timed calls (and the last) are compared with the
- * baseline's on the same inputs. The medians are reported, after the integrity checks:
- * host wall clock against device timer, physics floor, work outside the calls
- * (docs/integrity.md); a failed check makes the case FLAGGED.
+ * Started by a gpuexec worker for every job, or ahead of it with its device open (the
+ * pool: KA_RUNNER_PREOPEN_ENV); runner.h describes the channel. It compiles the task's
+ * baseline and the candidate (the candidate's compile under its own deadline, a watchdog
+ * thread), then evaluates each case in phases (runner_case.c: setup, trial, time, verify,
+ * judge): the candidate's correctness trial on the worker's inputs, outputs handed back
+ * through shared memory; baseline and candidate timed interleaved on inputs drawn anew
+ * for every call; a secret half of the timed calls verified against the baseline's
+ * outputs on the same inputs after the calls; the integrity checks on the timings
+ * (docs/integrity.md).
  *
  * The runner never sees reference outputs: correctness is judged by the worker, which
  * compares the outputs written here with the reference it computed itself. Submitted
@@ -73,7 +67,10 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c, .msg_controllen = sizeof cm.c};
     ssize_t r = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
-    if (r < 0 && errno == ENOTSOCK) r = read(0, buf + n, cap - n);
+    if (r < 0 && errno == ENOTSOCK) {
+      msg.msg_controllen = 0; /* a pipe or file: no descriptors */
+      r = read(0, buf + n, cap - n);
+    }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 || (msg.msg_flags & MSG_CTRUNC)) {
       free(buf);
@@ -121,6 +118,8 @@ static int rn_map_fds(Kernelarena__V1__RunnerJob *job, const int *fds, int nfds)
  * compile ends first, writes a COMPILE_ERROR result itself and ends the process. NVRTC
  * has no deadline of its own, and a compile that never ends must not become a TIMEOUT
  * (which scores above a compile error). */
+#define RN_LOG_MAX ((size_t)1 << 20) /* bytes of the compile log in the result */
+
 typedef struct rn_watch {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -134,7 +133,7 @@ static int rn_write_all(int fd, const uint8_t *p, size_t n);
 static void *rn_watchdog(void *arg) {
   rn_watch *w = arg;
   struct timespec until;
-  clock_gettime(CLOCK_REALTIME, &until);
+  clock_gettime(CLOCK_MONOTONIC, &until); /* the condition variable waits on it */
   until.tv_sec += (time_t)w->limit_s;
   until.tv_nsec += (long)((w->limit_s - (double)(time_t)w->limit_s) * 1e9);
   if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
@@ -433,6 +432,10 @@ int main(int argc, char **argv) {
   if (rc == KA_OK) {
     double t0 = ka_now_s();
     static rn_watch watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL};
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* a clock step must not end a compile */
+    pthread_cond_init(&watch.cv, &ca);
     pthread_t wt;
     watch.limit_s = job->compile_timeout_s;
     watch.dev = &dev;
@@ -456,6 +459,9 @@ int main(int argc, char **argv) {
     /* device memory the candidate's module needs beyond the device's (a huge __device__
      * array) is its own verdict, never the runner's */
     if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;
+    /* the candidate controls its compile log's size: at most RN_LOG_MAX of it travels,
+     * so that the result never outgrows its channel (an unscored, malformed result) */
+    if (clog && strlen(clog) > RN_LOG_MAX) strcpy(clog + RN_LOG_MAX - 64, "\n[kernelarena] compile log truncated\n");
     res.compile_log = clog ? clog : "";
     if (rc == KA_ECOMPILE) {
       res.status = KERNELARENA__V1__STATUS__COMPILE_ERROR;

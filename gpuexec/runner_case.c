@@ -11,11 +11,11 @@
  *           followed by a check that its inputs are unchanged; the candidate's outputs
  *           put aside (checksummed with a secret key where they stay on the device);
  *           repeated until the estimate is stable or the budget is spent;
- *   verify  a secret-seeded quarter of the timed calls (and the last), drawn after all
+ *   verify  a secret-seeded half of the timed calls (and the last), drawn after all
  *           calls ran where every call's outputs could be kept: that call's inputs drawn
  *           again, the baseline run on them (untimed; its inputs checked after it too),
  *           and the candidate's kept outputs compared with the baseline's at the task's
- *           tolerance;
+ *           tolerance; only the verified calls give the reported timings;
  *   judge   medians, then the checks on the timings: host wall clock against device
  *           timer, physics floor, work outside the calls.
  *
@@ -23,9 +23,10 @@
  * checksum_device: cuda): inputs and poison are drawn on the device by the trusted
  * counter-based generator (trusted_kernels.h) from keys the submission never sees, checked
  * there by drawing them again, and outputs compared there; nothing of a timed call
- * crosses to the host. Host path (host and hip backends, or a device too full): the same
+ * crosses to the host. Host path (host and hip backends): the same
  * draws on the host (ka_fill_input with a seed per call, fresh every call at any size),
- * copies to and from the device, compares on the host.
+ * copies to and from the device, compares on the host. A device without room for every
+ * call's kept outputs keeps the device path and draws the verified calls before them.
  *
  * Verdicts: a fault before any launch of the candidate is the infrastructure's
  * (INFRA_ERROR) unless it is device memory (OOM: the task fits its device, so memory
@@ -52,13 +53,17 @@
  * RN_WALL_FACTOR x plus RN_WALL_SLACK_MS (launch latency, waking the host); more means
  * work the timer did not see. A device time above the wall time means a forged timer.
  * Untimed work (host modules): CPU time of the module processes while no call of theirs
- * was in flight may be at most RN_IDLE_FRACTION of the candidate's total timed time plus
- * RN_IDLE_SLACK_MS (honest module processes use well under 1 ms there). */
+ * was in flight, from the modules' load on (between cases too), may be at most
+ * RN_IDLE_FRACTION of the candidate's total timed time plus RN_IDLE_SLACK_MS: honest
+ * module processes use well under 1 ms there (0.3 ms measured, plus a few ms of process
+ * start), and a thread that precomputes a call's outputs from inputs staged before the
+ * timer must fit its work into that budget (red team 2026-12-01: 15% precomputed with 21
+ * ms of idle CPU passed the former 25% + 10 ms). */
 #define RN_FLOOR_MARGIN 2.0
 #define RN_WALL_FACTOR 1.5
 #define RN_WALL_SLACK_MS 0.2
-#define RN_IDLE_FRACTION 0.25
-#define RN_IDLE_SLACK_MS 10.0
+#define RN_IDLE_FRACTION 0.02
+#define RN_IDLE_SLACK_MS 5.0
 /* Verification of timed calls (property 5): the candidate's outputs of every timed call
  * are kept (a copy after the call, outside the timer) when all of them take at most
  * RN_KEEP_MAX_BYTES of device memory on the device path, RN_KEEP_MAX_HOST_BYTES of host
@@ -95,7 +100,6 @@ typedef struct rn_cx {
   char *err;
   size_t errlen;
   int dev;           /* device path */
-  int candidate_ran; /* a launch of the candidate was enqueued: later faults are its */
   /* secret streams, all from the job's poison seed (which the worker keeps secret) */
   uint64_t in_seed, poison_seed, ver_seed, sum_seed, rot_seed, trial_sum_key;
   uint64_t trial_seed; /* the worker's input seed of the trial (trial_drawn) */
@@ -124,8 +128,8 @@ typedef struct rn_cx {
   /* timings */
   int warm, reps, reps_min, reps_max;
   double *ms[2], *wall[2];
+  unsigned char *vflag; /* vflag[r]: timed call r was verified */
   int verified;
-  double busy0, idle0;
   double ph_setup, ph_trial, ph_stage, ph_flush, ph_calls, ph_checks, ph_verify;
 } rn_cx;
 
@@ -146,7 +150,7 @@ void rn_device_vars(const ka_device_info *d, ka_vars *v) {
 /* The verdict of a backend fault rc at this point of the case (see the file comment). */
 static int rn_blame(const rn_cx *x, int rc) {
   if (rc == KA_EOOM) return KERNELARENA__V1__STATUS__OOM;
-  if (!x->candidate_ran || rc == KA_ENOMEM || rc == KA_ESYS || rc == KA_EIO)
+  if (!x->s->candidate_ran || rc == KA_ENOMEM || rc == KA_ESYS || rc == KA_EIO)
     return KERNELARENA__V1__STATUS__INFRA_ERROR;
   return KERNELARENA__V1__STATUS__RUNTIME_ERROR;
 }
@@ -431,6 +435,8 @@ static int rn_setup(rn_cx *x) {
     if (!x->ms[w] || !x->wall[w])
       rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM, "out of host memory");
   }
+  if (rc == KA_OK && !(x->vflag = calloc((size_t)n, 1)))
+    rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM, "out of host memory");
   x->ph_setup = ka_now_s() - t0;
   return rc;
 }
@@ -440,7 +446,7 @@ static int rn_setup(rn_cx *x) {
 /* The trial's inputs drawn on the device must be the worker's (the reference was
  * computed from those): RN_SPOT elements of input i, at secret positions, compared with
  * the worker's memfd. A difference is the generator's fault, never the submission's. */
-#define RN_SPOT 32
+#define RN_SPOT 256
 static int rn_spot_check(rn_cx *x, int i) {
   size_t es = ka_dtype_size(x->t->tensors[i].dtype);
   for (int k = 0; k < RN_SPOT && x->elems[i] > 0; k++) {
@@ -463,8 +469,12 @@ static int rn_spot_check(rn_cx *x, int i) {
 static int rn_stage(rn_cx *x, int w, int q) {
   rn_state *s = x->s;
   int rc = KA_OK;
-  for (int k = 0; k < x->impl[w].plan->nscratch && rc == KA_OK; k++)
-    rc = s->be->memset8(s->ctx, x->scratch[w][k], 0, x->scratch_bytes[w][k]);
+  /* both implementations' scratch: what the baseline left in its own (it may run just
+   * before on the same inputs) must not be there for the candidate to read */
+  for (int v = 0; v < 2; v++)
+    for (int k = 0; k < x->impl[v].plan->nscratch && rc == KA_OK; k++)
+      rc = s->be->memset8(s->ctx, x->scratch[v][k], 0, x->scratch_bytes[v][k]);
+  (void)w;
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) {
     int in = rn_is_input(x, i);
     if (q == RN_TRIAL && in && x->dev && x->trial_drawn) {
@@ -530,7 +540,7 @@ static int rn_check_inputs(rn_cx *x, int q, int *changed) {
 /* Enqueues impl w's launches and waits for the device. */
 static int rn_run(rn_cx *x, int w) {
   rn_state *s = x->s;
-  if (w == 1) x->candidate_ran = 1;
+  if (w == 1) x->s->candidate_ran = 1;
   int rc = KA_OK;
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
@@ -645,12 +655,14 @@ static int rn_verify_call(rn_cx *x, int r, int slot) {
                      x->t->tensors[i].name);
   }
   x->verified++;
+  x->vflag[r] = 1;
   return KA_OK;
 }
 
-/* Whether timed call r of n is verified: a secret quarter and the last. */
+/* Whether timed call r of n is verified: a secret half and the last. Only verified calls
+ * give the reported timings (rn_judge), so work skipped in the others gains nothing. */
 static int rn_drawn(uint64_t seed, int r, int n) {
-  return (ka_mix64(seed, (uint64_t)r) & 3) == 0 || r == n - 1;
+  return (ka_mix64(seed, (uint64_t)r) & 1) == 0 || r == n - 1;
 }
 
 /* Kept outputs: draws the verified calls now, from the secret seed and the measured
@@ -700,7 +712,7 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now) {
   if (rc) return rn_fault(x, rc, "preparing a call");
   double w0 = ka_now_s(), dms = 0;
   if (r >= 0) rc = s->be->timer_start(s->ctx);
-  if (w == 1) x->candidate_ran = 1;
+  if (w == 1) x->s->candidate_ran = 1;
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK && r >= 0) rc = s->be->timer_stop(s->ctx, &dms);
@@ -828,7 +840,8 @@ static void rn_timing_flag(rn_cx *x, double bwall, const char *bound, char *flag
   for (int r = 0; r < x->reps; r++) timed_total += x->ms[1][r];
   double busy1 = 0, idle1 = 0;
   if (s->be->untimed_work) s->be->untimed_work(s->ctx, &busy1, &idle1);
-  double busy = busy1 - x->busy0, idle = idle1 - x->idle0;
+  double busy = busy1 - s->busy_mark, idle = idle1 - s->idle_mark;
+  s->busy_mark = busy1, s->idle_mark = idle1;
   flag[0] = '\0';
   if (busy > RN_IDLE_FRACTION * timed_total + RN_IDLE_SLACK_MS)
     snprintf(flag, len,
@@ -866,10 +879,22 @@ static void rn_timing_flag(rn_cx *x, double bwall, const char *bound, char *flag
 /* Medians and the checks on the timings: OK, or FLAGGED with the reason. */
 static int rn_judge(rn_cx *x) {
   Kernelarena__V1__CaseResult *cr = x->cr;
-  cr->baseline_ms = rn_median(x->ms[0], x->reps);
-  cr->candidate_ms = rn_median(x->ms[1], x->reps);
-  double bwall = rn_median(x->wall[0], x->reps);
-  cr->candidate_wall_ms = rn_median(x->wall[1], x->reps);
+  /* the timings of the verified calls only (red team 2026-12-01: skipping the work of
+   * calls that go unverified moved the median of all calls; now it moves nothing) */
+  double *v[4] = {malloc(sizeof(double) * (size_t)(x->reps + 1)),
+                  malloc(sizeof(double) * (size_t)(x->reps + 1)),
+                  malloc(sizeof(double) * (size_t)(x->reps + 1)),
+                  malloc(sizeof(double) * (size_t)(x->reps + 1))};
+  int n = 0;
+  for (int r = 0; r < x->reps && v[0] && v[1] && v[2] && v[3]; r++)
+    if (x->vflag[r])
+      v[0][n] = x->ms[0][r], v[1][n] = x->ms[1][r], v[2][n] = x->wall[0][r],
+      v[3][n++] = x->wall[1][r];
+  cr->baseline_ms = rn_median(v[0], n);
+  cr->candidate_ms = rn_median(v[1], n);
+  double bwall = rn_median(v[2], n);
+  cr->candidate_wall_ms = rn_median(v[3], n);
+  for (int k = 0; k < 4; k++) free(v[k]);
   cr->speedup = cr->candidate_ms > 0 ? cr->baseline_ms / cr->candidate_ms : 0;
   cr->timed_calls = x->reps;
   cr->verified_calls = x->verified;
@@ -901,6 +926,7 @@ static void rn_teardown(rn_cx *x) {
       if (x->scratch[w][k]) s->be->mem_free(s->ctx, x->scratch[w][k]);
     free(x->ms[w]), free(x->wall[w]);
   }
+  free(x->vflag);
 }
 
 /* The case's parameters, seeds and path from the job; KA_OK or INFRA_ERROR. */
@@ -954,7 +980,6 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
   double t0 = ka_now_s();
   int rc = rn_init(x);
   if (rc == KA_OK) rc = rn_setup(x);
-  if (rc == KA_OK && s->be->untimed_work) s->be->untimed_work(s->ctx, &x->busy0, &x->idle0);
   if (rc == KA_OK) rc = rn_trial(x);
   if (rc == KA_OK) rc = rn_time(x);
   if (rc == KA_OK && x->kept) rc = rn_verify_kept(x);

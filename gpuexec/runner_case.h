@@ -19,6 +19,12 @@ typedef struct rn_state {
   ka_device_info dev;
   const ka_task *task;
   ka_sb log; /* runtime log */
+  /* a launch of the candidate was enqueued in this evaluation (any case): device faults
+   * from then on are its verdict (runner_case.c, rn_blame) */
+  int candidate_ran;
+  /* the backend's untimed_work totals already judged (0 at the start: everything since
+   * the modules were loaded counts, also between cases) */
+  double busy_mark, idle_mark;
 } rn_state;
 
 /* One implementation: impl[0] the baseline, impl[1] the candidate. */
@@ -37,9 +43,10 @@ void rn_device_vars(const ka_device_info *d, ka_vars *v);
 /* Evaluates case ci of job (docs/integrity.md): the candidate's correctness trial on the
  * worker's inputs (outputs written back to the worker's memfds), then baseline and
  * candidate interleaved in timed calls on inputs drawn anew for every call, each call
- * checked for changed inputs, the candidate's outputs of a secret-seeded quarter of the
+ * checked for changed inputs, the candidate's outputs of a secret-seeded half of the
  * timed calls (drawn after the calls where they can be kept) compared with the baseline's
- * on the same inputs at the task's tolerance, then the integrity checks on the timings.
+ * on the same inputs at the task's tolerance (the timings reported are those of the
+ * verified calls), then the integrity checks on the timings.
  * Fills cr (timings, reps, verified calls; the caller owns it and set its name). Returns
  * KA_OK with *status OK, or an error with *status the verdict and the reason in err. */
 int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl *impl,

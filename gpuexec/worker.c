@@ -883,8 +883,10 @@ static void wk_finish(wk_child *ch) {
       if (n == 0 || (n < 0 && errno != EINTR)) break;
     }
   }
+  /* only the supervisor's group: it is our unreaped child, so its pid is still ours; the
+   * runner's pid may be reused by now (its parent-death signal ended it with the
+   * supervisor anyway) */
   kill(-ch->pid, SIGKILL);
-  if (ch->runner > 0) kill(-ch->runner, SIGKILL);
   while (waitpid(ch->pid, NULL, 0) < 0 && errno == EINTR) {
   }
   wk_track(ch->pid, 0);
@@ -949,7 +951,10 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
         wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
         return KA_ESYS;
       }
-      int rc = wk_spawn(ev->cfg, ev->dev->backend, ev->workdir, NULL, ev->timeout, ch, err, errlen);
+      /* GPU runners: the warm runners' CPU limit, so that a verdict never depends on the
+       * pool (host-path draws use every core); host runners: the evaluation's deadline */
+      double cpu = strcmp(ev->dev->backend, "host") ? WK_POOL_CPU_S : ev->timeout;
+      int rc = wk_spawn(ev->cfg, ev->dev->backend, ev->workdir, NULL, cpu, ch, err, errlen);
       if (rc) {
         wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
         return rc;
