@@ -37,10 +37,10 @@ typedef struct ka_refentry {
   size_t cost; /* bytes held: inputs and reference outputs */
   /* private to refcache.c */
   pthread_mutex_t mu;
-  int ready;  /* reference computed */
+  int ready;       /* reference computed */
   int uncacheable; /* its reference has NaN or Inf: dropped when the last holder lets go */
-  int refs;   /* holders */
-  int cached; /* in the cache's list */
+  int refs;        /* holders */
+  int cached;      /* in the cache's list */
   struct ka_refentry *prev, *next;
 } ka_refentry;
 

@@ -461,7 +461,8 @@ int main(int argc, char **argv) {
     if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;
     /* the candidate controls its compile log's size: at most RN_LOG_MAX of it travels,
      * so that the result never outgrows its channel (an unscored, malformed result) */
-    if (clog && strlen(clog) > RN_LOG_MAX) strcpy(clog + RN_LOG_MAX - 64, "\n[kernelarena] compile log truncated\n");
+    if (clog && strlen(clog) > RN_LOG_MAX)
+      strcpy(clog + RN_LOG_MAX - 64, "\n[kernelarena] compile log truncated\n");
     res.compile_log = clog ? clog : "";
     if (rc == KA_ECOMPILE) {
       res.status = KERNELARENA__V1__STATUS__COMPILE_ERROR;
@@ -469,6 +470,13 @@ int main(int argc, char **argv) {
        * an included file); an import check's refusal names only the symbol */
       if (strncmp(err, "import check: ", 14)) snprintf(err, sizeof err, "compilation failed");
     }
+  }
+  /* the worker's go: the device's previous runner is gone (worker.c, wk_runner) */
+  if (rc == KA_OK && job->has_go_fd && job->go_fd >= 0 && job->go_fd < nfds) {
+    char g;
+    while (read(fds[job->go_fd], &g, 1) < 0 && errno == EINTR) {
+    }
+    close(fds[job->go_fd]);
   }
   if (rc == KA_OK) {
     res.status = KERNELARENA__V1__STATUS__OK;

@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,12 +164,21 @@ typedef struct wk_ref_job {
   int rc;
 } wk_ref_job;
 
+/* A reference thread, at the lowest priority: it runs while the runner times its calls,
+ * and the runner's host thread (whose wall clock is checked against the device timer)
+ * must get its CPU first. */
+static void *wk_ref_thread_low(void *arg);
 static void *wk_ref_thread(void *arg) {
   wk_ref_job *j = arg;
   j->rc = ka_ref_reference(j->wc->e, j->fn);
   for (int k = 0; k < j->t->ntensors && j->rc == KA_OK; k++)
     if (j->t->tensors[k].role == KA_ROLE_OUTPUT) j->wc->t[k].ref = j->wc->e->ref[k];
   return NULL;
+}
+
+static void *wk_ref_thread_low(void *arg) {
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19); /* this thread only */
+  return wk_ref_thread(arg);
 }
 
 /* The reference outputs of every case (computed once per cache entry), the cases in
@@ -179,7 +189,7 @@ static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int 
   int started[WK_MAX_CASES] = {0};
   for (int i = 0; i < n; i++) {
     jobs[i] = (wk_ref_job){.wc = &cs[i], .t = t, .fn = fn, .rc = KA_OK};
-    started[i] = i > 0 && pthread_create(&th[i], NULL, wk_ref_thread, &jobs[i]) == 0;
+    started[i] = pthread_create(&th[i], NULL, wk_ref_thread_low, &jobs[i]) == 0;
   }
   for (int i = 0; i < n; i++)
     if (!started[i]) wk_ref_thread(&jobs[i]);
@@ -941,7 +951,17 @@ void ka_pool_drain(void) {
  * cannot take the job is discarded and a fresh one started. KA_OK, or INFRA_ERROR in res. */
 static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *fds,
                      int nfds, Kernelarena__V1__Result *res, char *err, size_t errlen) {
-  wk_drain(ev->dev); /* the device's previous runner is gone before this job starts */
+  /* the job goes out at once; the runner compiles meanwhile, and starts its cases only
+   * once the device's previous runner is gone (the "go" byte after wk_drain), so that one
+   * context's teardown never overlaps another evaluation's timed calls */
+  int go[2] = {-1, -1};
+  int gpu = strcmp(ev->dev->backend, "host") != 0;
+  if (gpu && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
+  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 1];
+  memcpy(allfds, fds, sizeof(int) * (size_t)nfds);
+  int nall = nfds;
+  if (go[0] >= 0) allfds[nall++] = go[0];
+  if (go[0] < 0) wk_drain(ev->dev);
   for (int attempt = 0; attempt < 2; attempt++) {
     int warm = attempt == 0 && wk_pool_take(ev->dev, ch, ev->workdir, sizeof ev->workdir);
     if (!warm) {
@@ -949,6 +969,7 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
       if (!mkdtemp(ev->workdir)) {
         ev->workdir[0] = '\0';
         wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp: %s", strerror(errno));
+        if (go[0] >= 0) close(go[0]), close(go[1]);
         return KA_ESYS;
       }
       /* GPU runners: the warm runners' CPU limit, so that a verdict never depends on the
@@ -957,6 +978,7 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
       int rc = wk_spawn(ev->cfg, ev->dev->backend, ev->workdir, NULL, cpu, ch, err, errlen);
       if (rc) {
         wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "starting the runner: %s", err);
+        if (go[0] >= 0) close(go[0]), close(go[1]);
         return rc;
       }
     }
@@ -966,6 +988,8 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
     size_t len = 0;
     if (rj) {
       rj->workdir = ev->workdir;
+      rj->has_go_fd = go[0] >= 0;
+      rj->go_fd = nfds;
       len = kernelarena__v1__runner_job__get_packed_size(rj);
       buf = malloc(len + 1);
       if (buf) kernelarena__v1__runner_job__pack(rj, buf);
@@ -974,11 +998,21 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
     }
     if (!buf) {
       wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
+      if (go[0] >= 0) close(go[0]), close(go[1]);
       return KA_ENOMEM;
     }
-    int rc = wk_send_job(ch, buf, len, fds, nfds);
+    int rc = wk_send_job(ch, buf, len, allfds, nall);
     free(buf);
-    if (rc == KA_OK) return KA_OK;
+    if (rc == KA_OK) {
+      if (go[0] >= 0) {
+        close(go[0]);
+        wk_drain(ev->dev);
+        if (write(go[1], "g", 1) != 1) { /* the runner is gone: its verdict says so */
+        }
+        close(go[1]);
+      }
+      return KA_OK;
+    }
     /* the runner is gone before it had the job: never the submission's */
     wk_warm w = {.ch = *ch, .used = 1};
     snprintf(w.workdir, sizeof w.workdir, "%s", ev->workdir);
@@ -986,9 +1020,11 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
     ev->workdir[0] = '\0';
     if (!warm) {
       wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the runner exited before its job");
+      if (go[0] >= 0) close(go[0]), close(go[1]);
       return KA_EIO;
     }
   }
+  if (go[0] >= 0) close(go[0]), close(go[1]);
   return KA_EIO;
 }
 
