@@ -6,7 +6,7 @@
  * thread), then evaluates each case in phases (runner_case.c: setup, trial, time, verify,
  * judge): the candidate's correctness trial on the worker's inputs, outputs handed back
  * through shared memory; baseline and candidate timed interleaved on inputs drawn anew
- * for every call; a secret half of the timed calls verified against the baseline's
+ * for every call; the timed calls (host path: a secret half) verified against the baseline's
  * outputs on the same inputs after the calls; the integrity checks on the timings
  * (docs/integrity.md).
  *

@@ -11,13 +11,12 @@
  *           followed by a check that its inputs are unchanged; the candidate's outputs
  *           put aside (checksummed with a secret key where they stay on the device);
  *           repeated until the estimate is stable or the budget is spent;
- *   verify  a secret-seeded half of the timed calls (and the last), drawn after all
- *           calls ran where every call's outputs could be kept: that call's inputs drawn
- *           again, the baseline run on them (untimed; its inputs checked after it too),
- *           and the candidate's kept outputs compared with the baseline's at the task's
- *           tolerance; only the verified calls give the reported timings;
- *   judge   medians, then the checks on the timings: host wall clock against device
- *           timer, physics floor, work outside the calls.
+ *   verify  every timed call (device path) or a secret half and the last (host path), drawn after
+ * all calls ran where every call's outputs could be kept: that call's inputs drawn again, the
+ * baseline run on them (untimed; its inputs checked after it too), and the candidate's kept outputs
+ * compared with the baseline's at the task's tolerance; only the verified calls give the reported
+ * timings; judge   medians, then the checks on the timings: host wall clock against device timer,
+ * physics floor, work outside the calls.
  *
  * Device path (a backend with fill_device, close_device, copy_device, compare_device and
  * checksum_device: cuda): inputs and poison are drawn on the device by the trusted
