@@ -50,6 +50,21 @@ void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev)
 /* Stops and removes every warm runner of the pool (gpuexec shutdown). Thread safe. */
 void ka_pool_drain(void);
 
+/* The baseline's history (issue 14 item 12, issue 16): the baseline is timed in every
+ * evaluation, so its median time for (key: task version, case, device) has a history in
+ * this executor. Records ms (a median, milliseconds) under key and returns 1 when it
+ * disagrees with the median of the earlier records by more than KA_BASELINE_SPREAD
+ * times either way, with *history_ms that median; 0 otherwise (also while fewer than
+ * KA_BASELINE_MIN_HISTORY records exist). The last KA_BASELINE_HISTORY records count.
+ * A baseline slower than that, in a case whose speedup exceeds KA_BASELINE_SPEEDUP, is a
+ * measurement fault: the evaluation is FLAGGED, never a reward (a baseline slowed 113x by
+ * CPU contention once gave reward 1169). Thread safe. */
+#define KA_BASELINE_SPREAD 2.0
+#define KA_BASELINE_SPEEDUP 1.5
+#define KA_BASELINE_MIN_HISTORY 3
+#define KA_BASELINE_HISTORY 16
+int ka_baseline_outlier(const char *key, double ms, double *history_ms);
+
 /* Frees what ka_evaluate put into res and re-initialises it. */
 void ka_result_clear(Kernelarena__V1__Result *res);
 

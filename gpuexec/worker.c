@@ -538,6 +538,85 @@ static int wk_result_valid(const Kernelarena__V1__RunnerResult *rr, int ncases, 
   return 1;
 }
 
+/* ---- the baseline's history (gpuexec.h, ka_baseline_outlier) */
+#define WK_HIST_KEYS 4096
+typedef struct wk_hist {
+  char key[192];
+  double ms[KA_BASELINE_HISTORY];
+  int n, next;
+} wk_hist;
+static wk_hist *wk_hists;
+static int wk_nhists;
+static pthread_mutex_t wk_hist_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int wk_cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int ka_baseline_outlier(const char *key, double ms, double *history_ms) {
+  *history_ms = 0;
+  if (!(ms > 0) || !isfinite(ms)) return 0;
+  pthread_mutex_lock(&wk_hist_mu);
+  if (!wk_hists) wk_hists = calloc(WK_HIST_KEYS, sizeof *wk_hists);
+  wk_hist *h = NULL;
+  for (int i = 0; wk_hists && i < wk_nhists && !h; i++)
+    if (!strcmp(wk_hists[i].key, key)) h = &wk_hists[i];
+  if (!h && wk_hists) {
+    h = &wk_hists[wk_nhists < WK_HIST_KEYS ? wk_nhists++
+                                           : (int)(ka_mix64(0, (uint64_t)ms) % WK_HIST_KEYS)];
+    memset(h, 0, sizeof *h);
+    snprintf(h->key, sizeof h->key, "%s", key);
+  }
+  int out = 0;
+  if (h && h->n >= KA_BASELINE_MIN_HISTORY) {
+    double v[KA_BASELINE_HISTORY];
+    memcpy(v, h->ms, sizeof(double) * (size_t)h->n);
+    qsort(v, (size_t)h->n, sizeof(double), wk_cmp_d);
+    double med = h->n & 1 ? v[h->n / 2] : 0.5 * (v[h->n / 2 - 1] + v[h->n / 2]);
+    *history_ms = med;
+    out = ms > KA_BASELINE_SPREAD * med || ms * KA_BASELINE_SPREAD < med;
+  }
+  if (h) {
+    h->ms[h->next] = ms;
+    h->next = (h->next + 1) % KA_BASELINE_HISTORY;
+    if (h->n < KA_BASELINE_HISTORY) h->n++;
+  }
+  pthread_mutex_unlock(&wk_hist_mu);
+  return out;
+}
+
+/* An OK result whose baseline disagrees with its history in any case becomes FLAGGED
+ * (ka_baseline_outlier), the case naming both times. */
+static void wk_baseline_check(const ka_task *t, const Kernelarena__V1__Device *dev,
+                              Kernelarena__V1__Result *res) {
+  for (size_t i = 0; i < res->n_cases; i++) {
+    Kernelarena__V1__CaseResult *cr = res->cases[i];
+    char key[192];
+    snprintf(key, sizeof key, "%s@%s/%s/%s:%d", t->id, t->version, cr->name,
+             dev && dev->name ? dev->name : "?", dev ? (int)dev->index : 0);
+    double hist = 0;
+    /* only a baseline slower than its history inflates the reward, and only when the
+     * candidate did not slow down with it (the two are timed interleaved): a machine
+     * under load slows both, and that is no reason to flag an honest step */
+    if (!ka_baseline_outlier(key, cr->baseline_ms, &hist) || !(cr->baseline_ms > hist) ||
+        !(cr->speedup > KA_BASELINE_SPEEDUP) || res->status != KERNELARENA__V1__STATUS__OK)
+      continue;
+    char flag[256];
+    snprintf(flag, sizeof flag,
+             "the baseline's median %.4f ms disagrees with its history on this device (median "
+             "%.4f ms): a measurement fault",
+             cr->baseline_ms, hist);
+    wk_free_str(cr->flag);
+    cr->flag = strdup(flag);
+    cr->speedup = 0;
+    res->status = KERNELARENA__V1__STATUS__FLAGGED;
+    res->geomean_speedup = 0;
+    wk_free_str(res->message);
+    res->message = strdup(flag);
+  }
+}
+
 static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1__RunnerResult *rr,
                      Kernelarena__V1__Result *res) {
   int all_ok = 1;
@@ -1086,6 +1165,7 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
       /* reported above */
     } else if (rr->status == KERNELARENA__V1__STATUS__OK) {
       wk_judge(t, cs, ncases, rr, res);
+      wk_baseline_check(t, ev->dev, res);
     } else {
       wk_fail(res, rr->status, "%s", rr->message && *rr->message ? rr->message : "failed");
       /* keep the per-case messages of a failing run (e.g. illegal address in case 2) */
