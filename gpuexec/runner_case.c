@@ -462,10 +462,11 @@ static int rn_spot_check(rn_cx *x, int i) {
   return KA_OK;
 }
 
-/* Everything call q of impl w gets before it runs, outside any timed interval: its scratch
- * zeroed, each input drawn for call q, each output poisoned for call q. The trial
- * (q RN_TRIAL) gets the worker's inputs instead, checksummed on the device path. */
-static int rn_stage(rn_cx *x, int w, int q) {
+/* Everything call q gets before it runs, outside any timed interval: the scratch of both
+ * implementations zeroed, each input drawn for call q, each output poisoned for call q.
+ * The trial (q RN_TRIAL) gets the worker's inputs (drawn again on the device path, or
+ * copied in and checksummed). */
+static int rn_stage(rn_cx *x, int q) {
   rn_state *s = x->s;
   int rc = KA_OK;
   /* both implementations' scratch: what the baseline left in its own (it may run just
@@ -473,7 +474,6 @@ static int rn_stage(rn_cx *x, int w, int q) {
   for (int v = 0; v < 2; v++)
     for (int k = 0; k < x->impl[v].plan->nscratch && rc == KA_OK; k++)
       rc = s->be->memset8(s->ctx, x->scratch[v][k], 0, x->scratch_bytes[v][k]);
-  (void)w;
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) {
     int in = rn_is_input(x, i);
     if (q == RN_TRIAL && in && x->dev && x->trial_drawn) {
@@ -572,7 +572,7 @@ static int rn_after_call(rn_cx *x, int w, int q, const char *kind) {
 static int rn_trial(rn_cx *x) {
   double t0 = ka_now_s();
   rn_state *s = x->s;
-  int rc = rn_stage(x, 1, RN_TRIAL);
+  int rc = rn_stage(x, RN_TRIAL);
   if (rc == KA_EINTERNAL && x->err[0]) return rc; /* rn_spot_check said why */
   if (rc) return rn_fault(x, rc, "staging the candidate's trial");
   if ((rc = rn_run(x, 1)) != KA_OK) return rn_fault(x, rc, "candidate run failed");
@@ -614,7 +614,7 @@ static int rn_put_aside(rn_cx *x, int r, int slot) {
 static int rn_verify_call(rn_cx *x, int r, int slot) {
   rn_state *s = x->s;
   int q = x->warm + r;
-  int rc = rn_stage(x, 0, q);
+  int rc = rn_stage(x, q);
   if (rc) return rn_fault(x, rc, "staging a verification run");
   if ((rc = rn_run(x, 0)) != KA_OK) return rn_fault(x, rc, "the baseline's verification run");
   if ((rc = rn_after_call(x, 0, q, "a verification run")) != KA_OK) return rc;
@@ -705,7 +705,7 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now) {
   rn_state *s = x->s;
   int r = q - x->warm;
   double tp = ka_now_s();
-  int rc = rn_stage(x, w, q);
+  int rc = rn_stage(x, q);
   x->ph_stage += ka_now_s() - tp;
   tp = ka_now_s();
   if (rc == KA_OK) rc = s->be->flush_cache(s->ctx);

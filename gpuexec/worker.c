@@ -563,8 +563,9 @@ int ka_baseline_outlier(const char *key, double ms, double *history_ms) {
   for (int i = 0; wk_hists && i < wk_nhists && !h; i++)
     if (!strcmp(wk_hists[i].key, key)) h = &wk_hists[i];
   if (!h && wk_hists) {
-    h = &wk_hists[wk_nhists < WK_HIST_KEYS ? wk_nhists++
-                                           : (int)(ka_mix64(0, (uint64_t)ms) % WK_HIST_KEYS)];
+    /* full: the oldest key's slot is reused, round robin */
+    static int reuse;
+    h = &wk_hists[wk_nhists < WK_HIST_KEYS ? wk_nhists++ : reuse++ % WK_HIST_KEYS];
     memset(h, 0, sizeof *h);
     snprintf(h->key, sizeof h->key, "%s", key);
   }
