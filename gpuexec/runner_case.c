@@ -211,9 +211,9 @@ static void rn_rotate(void *dst, const void *src, int64_t n, int64_t off, size_t
 /* Elements of got that differ from want (both tensor i's dtype, n elements) beyond `slack`
  * times the task's tolerance, taking want's largest finite magnitude as the scale (as
  * ka_compare_outputs does with the reference): the host twin of close_device. Equal
- * values match; NaN matches NaN, except an element of got that still holds the poison
- * written before the call: element k of that poison is pool[(k + off) % n] (pool may be
- * NULL). */
+ * values match (equal infinities too; any other non-finite value differs); NaN matches NaN, except
+ * an element of got that still holds the poison written before the call: element k of that poison
+ * is pool[(k + off) % n] (pool may be NULL). */
 static int64_t rn_count_differences(const ka_task *t, int i, const void *want, const void *got,
                                     const void *pool, int64_t off, int64_t n, double slack) {
   ka_dtype dt = t->tensors[i].dtype;
@@ -234,7 +234,10 @@ static int64_t rn_count_differences(const ka_task *t, int i, const void *want, c
       continue;
     }
     if (a == g) continue;
-    if (!(fabs(g - a) <= slack * (atol * scale + rtol * fabs(a)))) bad++;
+    /* an infinity on either side that is not matched exactly differs (rtol x |Inf| would
+     * let any value pass) */
+    if (!isfinite(a) || !isfinite(g) || !(fabs(g - a) <= slack * (atol * scale + rtol * fabs(a))))
+      bad++;
   }
   return bad;
 }

@@ -300,7 +300,7 @@ extern "C" __global__ void ka_trusted_absmax(const unsigned char *p, ka_u64 n, i
 }
 
 /* Counts the elements of got that differ from want (both n elements of dtype dt): equal
- * values match; NaN matches NaN unless got's element is still the poison that the
+ * values match (an infinity only an equal one); NaN matches NaN unless got's element is still the poison that the
  * generator gives under pkey (poison 1); otherwise |got - want| must be at most
  * abs_tol + rtol |want|. out[0] += the count; out[1] lowered to the first index that
  * differs (the caller sets it to ~0 first). */
@@ -317,6 +317,8 @@ extern "C" __global__ void ka_trusted_close(const unsigned char *want, const uns
       b = poison && ka_load_bits(got, i, es) == ka_element(i, dt, 3, 0, 0, pkey);
     else if (a == g)
       b = 0;
+    else if (!ka_finite(a) || !ka_finite(g))
+      b = 1; /* an unmatched infinity: rtol x |Inf| would let anything pass */
     else
       b = !(fabs(g - a) <= abs_tol + rtol * fabs(a));
     if (b) {
