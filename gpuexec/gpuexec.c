@@ -367,8 +367,16 @@ int main(int argc, char **argv) {
   /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
   int adaptive = GX_ADAPTIVE_REPS, ref_mb = GX_REF_CACHE_MB;
-  if (ar_env && *ar_env && ka_opt_int("gpuexec", "KA_ADAPTIVE_REPS", ar_env, 1, 100, &adaptive))
-    return 2;
+  if (ar_env && *ar_env) {
+    char *end;
+    long v = strtol(ar_env, &end, 10);
+    if (*end || v < 1 || v > 100) {
+      fprintf(stderr, "gpuexec: KA_ADAPTIVE_REPS needs an integer from 1 to 100, not '%s'\n",
+              ar_env);
+      return 2;
+    }
+    adaptive = (int)v;
+  }
   int pool = 1;
   while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:P", opts, NULL)) != -1) {
     switch (c) {

@@ -276,8 +276,10 @@ int main(int argc, char **argv) {
     ka_result_clear(&res);
   }
   CHECK(nruns > 0, "the manifest has %d runs for this harness", nruns);
-  if (argc == 4) {
+  if (argc == 4) { /* one run by name: its work folder goes too */
     adv_manifest_free(&man);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", work);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", work);
     return failures ? 1 : 0;
   }
   CHECK(nhonest == 2 && honest_sp[0] > 0 && honest_sp[1] > 0,
