@@ -32,6 +32,12 @@
 #define GX_ADAPTIVE_REPS 10
 /* default --ref-cache-mb (refcache.h): gelu's two cases hold about 1 GiB */
 #define GX_REF_CACHE_MB 4096
+/* default --jobs-per-device: evaluations in flight per GPU; their compiles, staging,
+ * checks and judging overlap while timed calls stay alone on the device (devlock.h) */
+#define GX_JOBS_PER_DEVICE 4
+#define GX_MAX_JOBS_PER_DEVICE 32
+/* default --call-limit: seconds one call of the candidate may hold a shared GPU */
+#define GX_CALL_LIMIT_S 10.0
 #define GX_HEARTBEAT_S                                      \
   3.0 /* default --heartbeat-interval; the server's default \
          --heartbeat-timeout is 15 s (ES_HEARTBEAT_LOST_S) */
@@ -343,9 +349,15 @@ static void gx_usage(FILE *f) {
           "  --ref-cache-mb N   memory for correctness inputs and reference outputs kept\n"
           "                   across the steps of an episode (default %d MiB; 0: none)\n"
           "  --no-pool        start each job's runner when the job comes (default: one\n"
-          "                   runner per GPU device is started ahead, its context open)\n"
+          "                   runner per GPU evaluation slot is started ahead, its context open)\n"
+          "  --jobs-per-device N  evaluations in flight per device (1 to %d; default %d on\n"
+          "                   GPUs, 1 on the host backend unless given); timed calls still\n"
+          "                   run alone on the device (docs/integrity.md)\n"
+          "  --call-limit S   one call of the candidate on a GPU may run this many seconds\n"
+          "                   (default %g; past it the step is TIMEOUT; 0: only the deadline)\n"
           "  --verbose        log every job\n",
-          GX_ADAPTIVE_REPS, GX_REF_CACHE_MB);
+          GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
+          GX_CALL_LIMIT_S);
 }
 
 int main(int argc, char **argv) {
@@ -358,6 +370,8 @@ int main(int argc, char **argv) {
                                        {"adaptive-reps", required_argument, 0, 'A'},
                                        {"ref-cache-mb", required_argument, 0, 'R'},
                                        {"no-pool", no_argument, 0, 'P'},
+                                       {"jobs-per-device", required_argument, 0, 'J'},
+                                       {"call-limit", required_argument, 0, 'L'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
@@ -377,8 +391,9 @@ int main(int argc, char **argv) {
     }
     adaptive = (int)v;
   }
-  int pool = 1;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:P", opts, NULL)) != -1) {
+  int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0;
+  double call_limit = GX_CALL_LIMIT_S;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -403,6 +418,15 @@ int main(int argc, char **argv) {
         break;
       case 'P':
         pool = 0;
+        break;
+      case 'J':
+        per_device_given = 1;
+        if (ka_opt_int("gpuexec", "jobs-per-device", optarg, 1, GX_MAX_JOBS_PER_DEVICE,
+                       &per_device))
+          return 2;
+        break;
+      case 'L':
+        if (ka_opt_double("gpuexec", "call-limit", optarg, 0, 86400, &call_limit)) return 2;
         break;
       case 'R':
         if (ka_opt_int("gpuexec", "ref-cache-mb", optarg, 0, 1L << 24, &ref_mb)) return 2;
@@ -450,7 +474,9 @@ int main(int argc, char **argv) {
                         .verbose = verbose,
                         .adaptive_reps = adaptive,
                         .ref_cache = ka_refcache_new((size_t)ref_mb << 20),
-                        .pool = pool};
+                        .pool = pool,
+                        .jobs_per_device = per_device,
+                        .call_limit_s = call_limit};
   if (!cfg.ref_cache) {
     fprintf(stderr, "gpuexec: out of memory\n");
     return 1;
@@ -478,18 +504,24 @@ int main(int argc, char **argv) {
       continue;
     }
     if (d->n_devices == 0) fprintf(stderr, "gpuexec: backend %s: no devices (%s)\n", b, err);
-    for (size_t i = 0; i < d->n_devices; i++) {
-      gx_worker *nw = realloc(workers, sizeof *workers * (size_t)(nworkers + 1));
-      if (!nw) return 1;
-      workers = nw;
-      gx_worker *w = &workers[nworkers++];
-      memset(w, 0, sizeof *w);
-      w->cfg = &cfg;
-      w->dev = ka_device_dup(d->devices[i]);
-      w->hb_interval_s = hb_interval;
-      snprintf(w->id, sizeof w->id, "%s/%d/%s:%d", host, (int)getpid(), b, d->devices[i]->index);
-      fprintf(stderr, "gpuexec: worker %s: %s (%s)\n", w->id, w->dev->name, w->dev->arch);
-    }
+    /* one worker per evaluation slot: GPU devices have per_device of them */
+    int slots = strcmp(b, "host") || per_device_given ? per_device : 1;
+    for (size_t i = 0; i < d->n_devices; i++)
+      for (int k = 0; k < slots; k++) {
+        gx_worker *nw = realloc(workers, sizeof *workers * (size_t)(nworkers + 1));
+        if (!nw) return 1;
+        workers = nw;
+        gx_worker *w = &workers[nworkers++];
+        memset(w, 0, sizeof *w);
+        w->cfg = &cfg;
+        w->dev = ka_device_dup(d->devices[i]);
+        w->hb_interval_s = hb_interval;
+        int n = snprintf(w->id, sizeof w->id, "%s/%d/%s:%d", host, (int)getpid(), b,
+                         d->devices[i]->index);
+        if (k > 0 && n > 0 && (size_t)n < sizeof w->id)
+          snprintf(w->id + n, sizeof w->id - (size_t)n, "#%d", k);
+        fprintf(stderr, "gpuexec: worker %s: %s (%s)\n", w->id, w->dev->name, w->dev->arch);
+      }
     kernelarena__v1__describe_response__free_unpacked(d, NULL);
   }
   if (nworkers == 0) {

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <sys/mman.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -130,6 +131,25 @@ typedef struct rn_watch {
 
 static int rn_write_all(int fd, const uint8_t *p, size_t n);
 
+/* The result channel carries one result: the first of the main thread and the watchdogs
+ * to claim it writes it. */
+static atomic_int rn_result_claimed;
+static int rn_claim_result(void) {
+  return atomic_exchange(&rn_result_claimed, 1) == 0;
+}
+
+/* Packs res (small: no logs of the candidate's) and writes it as the runner's result if
+ * nobody has, then ends the process. Watchdog threads only. */
+static void rn_watchdog_result(Kernelarena__V1__RunnerResult *res) {
+  size_t len = kernelarena__v1__runner_result__get_packed_size(res);
+  uint8_t buf[4096];
+  if (len <= sizeof buf && rn_claim_result()) {
+    kernelarena__v1__runner_result__pack(res, buf);
+    rn_write_all(KA_RUNNER_RESULT_FD, buf, len);
+  }
+  _exit(0);
+}
+
 static void *rn_watchdog(void *arg) {
   rn_watch *w = arg;
   struct timespec until;
@@ -151,13 +171,55 @@ static void *rn_watchdog(void *arg) {
   res.compile_log = msg;
   res.compile_s = w->limit_s;
   res.device = w->dev;
-  size_t len = kernelarena__v1__runner_result__get_packed_size(&res);
-  uint8_t buf[4096];
-  if (len <= sizeof buf) {
-    kernelarena__v1__runner_result__pack(&res, buf);
-    rn_write_all(KA_RUNNER_RESULT_FD, buf, len);
+  rn_watchdog_result(&res);
+  return NULL;
+}
+
+/* The call limit (RunnerJob.call_limit_s): other evaluations wait for the device while
+ * this one holds it (devlock.h), so one correctness or timed call of the candidate that
+ * runs past the limit (rn_state.cand_since_ns) is its TIMEOUT, written by this thread,
+ * which then ends the process (and with it the call and the lock). */
+typedef struct rn_call_watch {
+  rn_state *s;
+  double limit_s;
+  Kernelarena__V1__Device *dev;
+} rn_call_watch;
+
+#define RN_CALL_WATCH_TICK_NS 20000000L
+
+static void *rn_call_watchdog(void *arg) {
+  rn_call_watch *w = arg;
+  for (;;) {
+    struct timespec tick = {0, RN_CALL_WATCH_TICK_NS};
+    nanosleep(&tick, NULL);
+    long long since = atomic_load(&w->s->cand_since_ns);
+    if (!since || ka_now_s() - (double)since * 1e-9 <= w->limit_s) continue;
+    char msg[256];
+    snprintf(msg, sizeof msg,
+             "one call of the candidate ran for more than %.1f s (the call limit: the device is "
+             "shared with other evaluations); the runner was ended",
+             w->limit_s);
+    Kernelarena__V1__RunnerResult res = KERNELARENA__V1__RUNNER_RESULT__INIT;
+    res.status = KERNELARENA__V1__STATUS__TIMEOUT;
+    res.message = msg;
+    res.compile_log = "";
+    res.device = w->dev;
+    rn_watchdog_result(&res);
   }
-  _exit(0);
+  return NULL;
+}
+
+/* The device lock's fds from the job (RunnerJob.has_lock_fds), into s->lock. KA_EINVAL
+ * for indices outside the passed fds. */
+static int rn_take_lock(rn_state *s, const Kernelarena__V1__RunnerJob *job, const int *fds,
+                        int nfds) {
+  s->lock = (ka_devlock){.m = -1, .t = -1};
+  if (!job->has_lock_fds) return KA_OK;
+  if (job->lock_fd < 0 || job->lock_fd >= nfds || job->turn_fd < 0 || job->turn_fd >= nfds)
+    return KA_EINVAL;
+  s->lock.m = fds[job->lock_fd];
+  s->lock.t = fds[job->turn_fd];
+  return KA_OK;
 }
 
 static int rn_write_all(int fd, const uint8_t *p, size_t n) {
@@ -352,6 +414,7 @@ int main(int argc, char **argv) {
   prctl(PR_SET_DUMPABLE, 0);
   /* a warm runner (gpuexec's pool): open the device before the job comes */
   rn_state s = {0};
+  s.lock = (ka_devlock){.m = -1, .t = -1};
   char pre_backend[64] = "";
   int pre_index = -1;
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
@@ -371,7 +434,7 @@ int main(int argc, char **argv) {
   }
   Kernelarena__V1__RunnerJob *job = kernelarena__v1__runner_job__unpack(NULL, jlen, jbuf);
   free(jbuf);
-  if (!job || rn_map_fds(job, fds, nfds) != KA_OK) {
+  if (!job || rn_map_fds(job, fds, nfds) != KA_OK || rn_take_lock(&s, job, fds, nfds) != KA_OK) {
     fprintf(stderr, "ka-runner: malformed job\n");
     return 2;
   }
@@ -478,6 +541,12 @@ int main(int argc, char **argv) {
     }
     close(fds[job->go_fd]);
   }
+  static rn_call_watch cwatch;
+  pthread_t cwt;
+  cwatch = (rn_call_watch){.s = &s, .limit_s = job->call_limit_s, .dev = &dev};
+  if (rc == KA_OK && job->call_limit_s > 0 &&
+      pthread_create(&cwt, NULL, rn_call_watchdog, &cwatch) != 0)
+    rc = ka_seterr(err, sizeof err, KA_ESYS, "cannot start the call watchdog");
   if (rc == KA_OK) {
     res.status = KERNELARENA__V1__STATUS__OK;
     for (size_t ci = 0; ci < job->n_cases; ci++) {
@@ -511,10 +580,12 @@ int main(int argc, char **argv) {
   size_t len = kernelarena__v1__runner_result__get_packed_size(&res);
   uint8_t *out = malloc(len + 1);
   kernelarena__v1__runner_result__pack(&res, out);
-  int wrc = rn_write_all(KA_RUNNER_RESULT_FD, out, len);
+  int wrc = rn_claim_result() ? rn_write_all(KA_RUNNER_RESULT_FD, out, len) : KA_OK;
   /* close the channel before tearing down the device: a teardown fault must not
    * lose a result that was already produced */
   close(KA_RUNNER_RESULT_FD);
   fflush(NULL);
+  /* with a device lock, the context's teardown is untimed device work of its own */
+  if (s.ctx && s.lock.m >= 0 && ka_devlock_shared(&s.lock) == KA_OK) s.be->close(s.ctx);
   _exit(wrc == KA_OK ? 0 : 3);
 }

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -539,14 +540,28 @@ static int rn_check_inputs(rn_cx *x, int q, int *changed) {
   return KA_OK;
 }
 
+/* Marks the start (w 1: the candidate) of work on the device that the call watchdog
+ * bounds (runner.c), and sets candidate_ran. */
+static void rn_work_begin(rn_state *s, int w) {
+  if (w != 1) return;
+  s->candidate_ran = 1;
+  atomic_store(&s->cand_since_ns, (long long)(ka_now_s() * 1e9) | 1);
+}
+
+/* Marks the end of the candidate's work begun with rn_work_begin. */
+static void rn_work_end(rn_state *s) {
+  atomic_store(&s->cand_since_ns, 0);
+}
+
 /* Enqueues impl w's launches and waits for the device. */
 static int rn_run(rn_cx *x, int w) {
   rn_state *s = x->s;
-  if (w == 1) x->s->candidate_ran = 1;
+  rn_work_begin(s, w);
   int rc = KA_OK;
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
+  rn_work_end(s);
   return rc;
 }
 
@@ -710,19 +725,25 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now) {
   double tp = ka_now_s();
   int rc = rn_stage(x, q);
   x->ph_stage += ka_now_s() - tp;
+  /* the flush and the call alone on the device (devlock.h) */
+  if (rc == KA_OK && ka_devlock_exclusive(&s->lock) != KA_OK)
+    return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "the device lock failed");
   tp = ka_now_s();
   if (rc == KA_OK) rc = s->be->flush_cache(s->ctx);
   x->ph_flush += ka_now_s() - tp;
   if (rc) return rn_fault(x, rc, "preparing a call");
   double w0 = ka_now_s(), dms = 0;
   if (r >= 0) rc = s->be->timer_start(s->ctx);
-  if (w == 1) x->s->candidate_ran = 1;
+  rn_work_begin(s, w);
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK && r >= 0) rc = s->be->timer_stop(s->ctx, &dms);
   if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
   double w1 = ka_now_s();
+  rn_work_end(s);
   x->ph_calls += w1 - w0;
+  if (ka_devlock_shared(&s->lock) != KA_OK)
+    return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "the device lock failed");
   if (rc) {
     char what[128];
     snprintf(what, sizeof what, "%s %s call failed", r < 0 ? "warm-up" : "timed", x->impl[w].label);
@@ -989,8 +1010,11 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
                .err = err,
                .errlen = errlen};
   *status = KERNELARENA__V1__STATUS__INFRA_ERROR;
-  double t0 = ka_now_s();
+  double t0 = ka_now_s(), waited0 = s->lock.waited_s;
+  int excl0 = s->lock.exclusive_n;
   int rc = rn_init(x);
+  if (rc == KA_OK && ka_devlock_shared(&s->lock) != KA_OK)
+    rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "the device lock failed");
   if (rc == KA_OK) rc = rn_setup(x);
   if (rc == KA_OK) rc = rn_trial(x);
   if (rc == KA_OK) rc = rn_time(x);
@@ -1004,9 +1028,16 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
                  x->reps, x->ph_setup * 1e3, x->ph_trial * 1e3, x->ph_stage * 1e3,
                  x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3, x->ph_verify * 1e3,
                  (ka_now_s() - t0) * 1e3);
+    if (s->lock.m >= 0)
+      ka_sb_printf(&s->log,
+                   "[kernelarena] case %s device lock: %d exclusive holds, %.1f ms waiting\n",
+                   x->c.name, s->lock.exclusive_n - excl0, (s->lock.waited_s - waited0) * 1e3);
     rc = rn_judge(x);
   }
   rn_teardown(x);
+  /* device memory freed (rn_teardown) before others may time their calls */
+  if (ka_devlock_release(&s->lock) != KA_OK && rc == KA_OK)
+    rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "the device lock failed");
   free(x);
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "devlock.h"
 #include "ka_common.h"
 #include "kernelarena.pb-c.h"
 #include "task.h"
@@ -25,6 +26,12 @@ typedef struct rn_state {
   /* the backend's untimed_work totals already judged (0 at the start: everything since
    * the modules were loaded counts, also between cases) */
   double busy_mark, idle_mark;
+  /* the device lock (devlock.h): shared around untimed device work, exclusive around
+   * the cache flush and timed call; m -1 without one */
+  ka_devlock lock;
+  /* monotonic ns since which the candidate's work is on the device (0: none); runner.c's
+   * call watchdog ends the runner with TIMEOUT when it passes the job's call limit */
+  _Atomic long long cand_since_ns;
 } rn_state;
 
 /* One implementation: impl[0] the baseline, impl[1] the candidate. */

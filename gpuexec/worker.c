@@ -23,6 +23,7 @@
 #include "runner.h"
 #include "refcache.h"
 #include "sandbox.h"
+#include "devlock.h"
 
 #define WK_LOG_MAX (64u << 10)
 /* Sandbox limits of an evaluation (docs/sandbox.md). RLIMIT_AS only for the host
@@ -701,6 +702,7 @@ typedef struct wk_eval {
   int ncases, prepared;
   uint64_t in_seed, eval_secret;
   double timeout;
+  int locked; /* the runner got the device lock (wk_runner) */
 } wk_eval;
 
 /* Checks the job against this executor's task copy; KA_OK or a message in res. */
@@ -786,6 +788,9 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
    * WK_COMPILE_S (a compile that never ends is a compile error, not a timeout) */
   double tmo = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
   rj.compile_timeout_s = tmo / 2 < WK_COMPILE_S ? tmo / 2 : WK_COMPILE_S;
+  /* one call of the candidate holds the (shared) device at most this long; inside the
+   * evaluation's deadline, which stays the limit of the rest */
+  rj.call_limit_s = host ? 0 : ev->cfg->call_limit_s;
   static __thread Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES];
   static __thread Kernelarena__V1__RunnerCase *rcp[WK_MAX_CASES];
   static __thread int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
@@ -933,12 +938,13 @@ void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev)
   char key[64];
   wk_pool_key(dev, key, sizeof key);
   pthread_mutex_lock(&wk_pool_mu);
-  int slot = -1, have = 0;
+  /* as many warm runners per device as evaluations may share it */
+  int slot = -1, have = 0, want = cfg->jobs_per_device > 1 ? cfg->jobs_per_device : 1;
   for (int i = 0; i < WK_POOL_MAX; i++) {
-    if (wk_pool[i].used && !strcmp(wk_pool[i].key, key)) have = 1;
+    if (wk_pool[i].used && !strcmp(wk_pool[i].key, key)) have++;
     if (!wk_pool[i].used && slot < 0) slot = i;
   }
-  if (!have && slot >= 0) {
+  if (have < want && slot >= 0) {
     wk_warm *w = &wk_pool[slot];
     char err[256];
     snprintf(w->workdir, sizeof w->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
@@ -981,6 +987,29 @@ static void wk_finish(wk_child *ch) {
   }
   wk_track(ch->pid, 0);
   close(ch->out_fd), close(ch->err_fd), close(ch->st_fd);
+}
+
+static void *wk_finish_main(void *arg) {
+  wk_finish(arg);
+  free(arg);
+  return NULL;
+}
+
+/* Waits for a runner whose result is in on a thread of its own (with the device lock
+ * its teardown keeps off others' timed calls by itself, so nobody waits for it). */
+static void wk_finish_detached(const wk_child *ch) {
+  wk_child *c = malloc(sizeof *c);
+  pthread_t th;
+  pthread_attr_t a;
+  if (c) *c = *ch;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (!c || pthread_create(&th, &a, wk_finish_main, c) != 0) {
+    wk_child copy = *ch;
+    wk_finish(&copy);
+    free(c);
+  }
+  pthread_attr_destroy(&a);
 }
 
 static void wk_leave(const Kernelarena__V1__Device *dev, const wk_child *ch) {
@@ -1026,22 +1055,51 @@ void ka_pool_drain(void) {
   pthread_mutex_unlock(&wk_pool_mu);
 }
 
+/* This runner's open descriptions of dev's device lock (devlock.h) in *m and *t (the
+ * caller closes them once sent): KA_OK, or an error (no lock: the host backend, or the
+ * files could not be made) with both -1. */
+static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t);
+
 /* The evaluation's runner, with the job and its memfds sent: the device's warm runner
  * if it has a live one, else one started now (in a new workdir); a warm runner that
  * cannot take the job is discarded and a fresh one started. KA_OK, or INFRA_ERROR in res. */
+static int wk_runner_send(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *allfds,
+                          int nall, int go[2], int lock_at, Kernelarena__V1__Result *res, char *err,
+                          size_t errlen);
+
 static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *fds,
                      int nfds, Kernelarena__V1__Result *res, char *err, size_t errlen) {
   /* the job goes out at once; the runner compiles meanwhile, and starts its cases only
    * once the device's previous runner is gone (the "go" byte after wk_drain), so that one
    * context's teardown never overlaps another evaluation's timed calls */
-  int go[2] = {-1, -1};
+  /* with the device lock, the runner itself keeps its device work off others' timed
+   * calls (its teardown included), and no go byte is needed */
+  int go[2] = {-1, -1}, lk[2] = {-1, -1};
   int gpu = strcmp(ev->dev->backend, "host") != 0;
-  if (gpu && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
-  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 1];
+  /* the host backend shares its "device" only when told to (--jobs-per-device) */
+  int locked =
+      (gpu || ev->cfg->jobs_per_device > 1) && wk_lock_fds(ev->dev, &lk[0], &lk[1]) == KA_OK;
+  if (gpu && !locked && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
+  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 2];
   memcpy(allfds, fds, sizeof(int) * (size_t)nfds);
   int nall = nfds;
   if (go[0] >= 0) allfds[nall++] = go[0];
-  if (go[0] < 0) wk_drain(ev->dev);
+  if (locked) allfds[nall++] = lk[0], allfds[nall++] = lk[1];
+  if (go[0] < 0 && !locked) wk_drain(ev->dev);
+  int rc =
+      wk_runner_send(ev, ch, jbuf, jlen, allfds, nall, go, locked ? nfds : -1, res, err, errlen);
+  if (locked) close(lk[0]), close(lk[1]);
+  ev->locked = locked;
+  return rc;
+}
+
+/* wk_runner's attempts: a warm runner, else (or if it is gone) a fresh one, gets the job
+ * with allfds; go is the go byte's pipe ({-1, -1}: none), lock_at the index of the device
+ * lock's two fds in allfds (-1: none). */
+static int wk_runner_send(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *allfds,
+                          int nall, int go[2], int lock_at, Kernelarena__V1__Result *res, char *err,
+                          size_t errlen) {
+  int nfds = nall - (go[0] >= 0) - (lock_at >= 0 ? 2 : 0);
   for (int attempt = 0; attempt < 2; attempt++) {
     int warm = attempt == 0 && wk_pool_take(ev->dev, ch, ev->workdir, sizeof ev->workdir);
     if (!warm) {
@@ -1070,6 +1128,9 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
       rj->workdir = ev->workdir;
       rj->has_go_fd = go[0] >= 0;
       rj->go_fd = nfds;
+      rj->has_lock_fds = lock_at >= 0;
+      rj->lock_fd = lock_at;
+      rj->turn_fd = lock_at + 1;
       len = kernelarena__v1__runner_job__get_packed_size(rj);
       buf = malloc(len + 1);
       if (buf) kernelarena__v1__runner_job__pack(rj, buf);
@@ -1216,8 +1277,8 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
   if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
 }
 
-void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                             const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
   double t0 = ka_now_s();
   char err[2048] = "";
   res->job_id = wk_strdup(job->job_id);
@@ -1256,7 +1317,10 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
      * in nothing of the runner's exit changes the verdict */
     int left = 0, gpu = strcmp(dev->backend, "host") != 0;
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
-    if (left) wk_leave(dev, &ch);
+    if (left && ev->locked)
+      wk_finish_detached(&ch);
+    else if (left)
+      wk_leave(dev, &ch);
     t_run = ka_now_s() - t_run;
     double t_judge = ka_now_s();
     if (ref_rc != KA_OK) {
@@ -1282,4 +1346,109 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   free(ev);
   res->wall_s = ka_now_s() - t0;
   ka_pool_warm(cfg, dev); /* the next job's runner warms up while this result travels */
+}
+
+/* ---- several evaluations per device (issue 15 item 3) ------------------------------
+ * cfg->jobs_per_device workers share a device; their runners keep timed calls alone on
+ * it through the device lock (devlock.h). What one evaluation can do to another beyond
+ * that (take the device memory the other needs, load the host while the other's wall
+ * clock is checked) shows as OOM, FLAGGED or INFRA_ERROR in the other: an evaluation
+ * that ends so while it shared the device is evaluated again alone (a writer's hold of
+ * the device's rwlock: no other evaluation runs meanwhile), and that verdict stands. */
+typedef struct wk_devslot {
+  char key[64];
+  pthread_rwlock_t rw;
+  int m, t; /* the device lock's files (-1: none could be made) */
+  int inflight;
+} wk_devslot;
+static wk_devslot wk_devs[WK_POOL_MAX];
+static int wk_ndevs;
+static pthread_mutex_t wk_devs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot of dev, made at its first use (NULL when the table is full). */
+static wk_devslot *wk_devslot_of(const Kernelarena__V1__Device *dev) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  pthread_mutex_lock(&wk_devs_mu);
+  wk_devslot *d = NULL;
+  for (int i = 0; i < wk_ndevs && !d; i++)
+    if (!strcmp(wk_devs[i].key, key)) d = &wk_devs[i];
+  if (!d && wk_ndevs < WK_POOL_MAX) {
+    d = &wk_devs[wk_ndevs++];
+    snprintf(d->key, sizeof d->key, "%s", key);
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    /* a waiting re-evaluation goes before new evaluations (glibc) */
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&d->rw, &a);
+    pthread_rwlockattr_destroy(&a);
+    char err[128];
+    if (ka_devlock_create(&d->m, &d->t, err, sizeof err) != KA_OK) {
+      fprintf(stderr, "gpuexec: %s: %s (timed calls are not kept alone)\n", key, err);
+      d->m = d->t = -1;
+    }
+  }
+  pthread_mutex_unlock(&wk_devs_mu);
+  return d;
+}
+
+static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t) {
+  *m = *t = -1;
+  wk_devslot *d = wk_devslot_of(dev);
+  if (!d || d->m < 0) return KA_ENOENT;
+  char err[128];
+  return ka_devlock_reopen(d->m, d->t, m, t, err, sizeof err);
+}
+
+/* Whether a verdict of an evaluation that shared its device may be the others' doing. */
+static int wk_neighbour_verdict(Kernelarena__V1__Status st) {
+  return st == KERNELARENA__V1__STATUS__OOM || st == KERNELARENA__V1__STATUS__FLAGGED ||
+         st == KERNELARENA__V1__STATUS__INFRA_ERROR;
+}
+
+/* The enum name of st ("OOM"), from the generated descriptor. */
+static const char *wk_status_name(Kernelarena__V1__Status st) {
+  const ProtobufCEnumValue *v =
+      protobuf_c_enum_descriptor_get_value(&kernelarena__v1__status__descriptor, (int)st);
+  return v ? v->name : "?";
+}
+
+/* Prefixes res->runtime_log with why the evaluation was run again alone. */
+static void wk_note_alone(Kernelarena__V1__Result *res, Kernelarena__V1__Status first, int others) {
+  ka_sb sb = {0};
+  ka_sb_printf(&sb,
+               "[kernelarena] evaluated again alone on the device: the first evaluation, "
+               "with up to %d other(s) in flight there, ended %s\n",
+               others, wk_status_name(first));
+  if (res->runtime_log) ka_sb_puts(&sb, res->runtime_log);
+  wk_free_str(res->runtime_log);
+  res->runtime_log = ka_sb_take(&sb);
+}
+
+void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                 const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+  wk_devslot *d = cfg->jobs_per_device > 1 ? wk_devslot_of(dev) : NULL;
+  if (!d) {
+    wk_evaluate_once(cfg, dev, job, res);
+    return;
+  }
+  pthread_rwlock_rdlock(&d->rw);
+  pthread_mutex_lock(&wk_devs_mu);
+  int others = d->inflight++;
+  pthread_mutex_unlock(&wk_devs_mu);
+  wk_evaluate_once(cfg, dev, job, res);
+  pthread_mutex_lock(&wk_devs_mu);
+  if (d->inflight > others + 1) others = d->inflight - 1;
+  d->inflight--;
+  pthread_mutex_unlock(&wk_devs_mu);
+  pthread_rwlock_unlock(&d->rw);
+  Kernelarena__V1__Status first = res->status;
+  if (others == 0 || !wk_neighbour_verdict(first)) return;
+  pthread_rwlock_wrlock(&d->rw);
+  double wall = res->wall_s;
+  ka_result_clear(res);
+  wk_evaluate_once(cfg, dev, job, res);
+  res->wall_s += wall;
+  pthread_rwlock_unlock(&d->rw);
+  wk_note_alone(res, first, others);
 }

@@ -4,7 +4,7 @@
 # reward of each verdict. Included from tests/CMakeLists.txt.
 add_executable(integrity_test ${CMAKE_CURRENT_LIST_DIR}/integrity_test.c
                ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/refcache.c
+               ${PROJECT_SOURCE_DIR}/gpuexec/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/devlock.c ${PROJECT_SOURCE_DIR}/gpuexec/refcache.c
                ${PROJECT_SOURCE_DIR}/gpuexec/reference.c ${PROJECT_SOURCE_DIR}/gpuexec/sandbox.c)
 target_include_directories(integrity_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
                            ${CMAKE_CURRENT_LIST_DIR}/adversarial)
