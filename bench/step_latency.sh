@@ -15,7 +15,10 @@
 #   fidelity:   the baseline agent submits the baseline, so each step's per-case speedup
 #               is the baseline timed against itself: its spread over the steps.
 # A build named old runs only OLD_TASKS with OLD_STEPS steps and no throughput (the
-# build before the pipeline took ~9 s a step). Prints tables last; raw logs under $OUT.
+# build before the pipeline took ~9 s a step). Per build NAME, optional: GXARGS_NAME
+# (more gpuexec flags, e.g. "--jobs-per-device 1"), LAT_NAME=0 (no latency episodes),
+# INFLIGHT_NAME (its own list of K). A build may appear twice under two names (the same
+# binaries with other flags, side by side). Prints tables last; raw logs under $OUT.
 #   device run: OUT=$OUT sh bench/step_latency.sh        (carry: build/bin [build-old/bin])
 set -u
 OUT=${OUT:-/tmp/ka-out}
@@ -50,17 +53,19 @@ speedup_rows() { # build task file
     NF >= 8 && $3 == "yes" && $NF ~ /x$/ { s = $NF; sub("x", "", s); print b, t, $2, s }' "$3"
 }
 
-start_server() { # bin state
-  "$1/envserver" --state "$2" --tasks tasks --quiet >"$2/server.log" 2>&1 &
+start_server() { # bin state [gpuexec flags...]
+  b=$1 s=$2
+  shift 2
+  "$b/envserver" --state "$s" --tasks tasks --quiet >"$s/server.log" 2>&1 &
   SV=$!
-  "$1/gpuexec" --server "ipc://$2/exec.ipc" --tasks tasks --backends "$BACKENDS" --verbose \
-    >"$2/gpuexec.log" 2>&1 &
+  "$b/gpuexec" --server "ipc://$s/exec.ipc" --tasks tasks --backends "$BACKENDS" --verbose \
+    "$@" >"$s/gpuexec.log" 2>&1 &
   GX=$!
   i=0
-  until "$1/envctl" health --server "ipc://$2/env.ipc" --timeout 2 2>/dev/null |
+  until "$b/envctl" health --server "ipc://$s/env.ipc" --timeout 2 2>/dev/null |
     grep -q "executors=[1-9]"; do
     i=$((i + 1))
-    [ $i -gt 150 ] && { echo "server did not come up"; cat "$2"/*.log; return 1; }
+    [ $i -gt 150 ] && { echo "server did not come up"; cat "$s"/*.log; return 1; }
     sleep 0.2
   done
 }
@@ -79,10 +84,15 @@ for spec in $BUILDS; do
   name=${spec%%=*}
   bin=$R/${spec#*=}
   st=$(mktemp -d)
-  start_server "$bin" "$st" || continue
+  eval "gxa=\${GXARGS_$name:-}; lat=\${LAT_$name:-1}; inflight=\${INFLIGHT_$name:-\$INFLIGHT}"
+  # shellcheck disable=SC2086,SC2154
+  start_server "$bin" "$st" $gxa || continue
+  echo "build $name: $bin, gpuexec flags: ${gxa:-none}" | tee -a "$OUT/bench.txt"
   URL="ipc://$st/env.ipc"
   tasks=$TASKS steps=$STEPS
   [ "$name" = old ] && tasks=$OLD_TASKS steps=$OLD_STEPS
+  # shellcheck disable=SC2154
+  [ "$lat" = 0 ] && tasks=""
   for task in $tasks; do
     f=$OUT/lat_${name}_$(echo "$task" | tr / _).txt
     t0=$(date +%s.%N)
@@ -93,7 +103,7 @@ for spec in $BUILDS; do
     speedup_rows "$name" "$task" "$f" >>"$OUT/speed_rows"
   done
   if [ "$name" != old ]; then
-    for k in $INFLIGHT; do
+    for k in $inflight; do
       nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 100 \
         >"$OUT/util_${name}_$k.txt" 2>/dev/null &
       SM=$!

@@ -3,8 +3,8 @@
 # Builds the backend registry (gpuexec/backend.c) in, but not the host backend: the test
 # defines a stub ka_backend_host().
 add_executable(nvrtc_compile_test ${CMAKE_CURRENT_LIST_DIR}/nvrtc_compile_test.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/backend.c)
-target_include_directories(nvrtc_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
+               ${PROJECT_SOURCE_DIR}/gpuexec/backends/backend.c)
+target_include_directories(nvrtc_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec/backends
                            ${PROJECT_BINARY_DIR}/gpuexec)
 target_link_libraries(nvrtc_compile_test PRIVATE ka_common ${CMAKE_DL_LIBS})
 add_dependencies(nvrtc_compile_test ka_backend_cuda ka_trusted_embed)

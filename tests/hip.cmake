@@ -2,8 +2,8 @@
 # the ka_backend_hip target exists. Both build the backend registry (gpuexec/backend.c)
 # in; hip_compile_test defines a stub ka_backend_host().
 add_executable(hip_compile_test ${CMAKE_CURRENT_LIST_DIR}/hip_compile_test.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/backend.c)
-target_include_directories(hip_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec)
+               ${PROJECT_SOURCE_DIR}/gpuexec/backends/backend.c)
+target_include_directories(hip_compile_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec/backends)
 target_link_libraries(hip_compile_test PRIVATE ka_common ${CMAKE_DL_LIBS})
 add_dependencies(hip_compile_test ka_backend_hip)
 
@@ -18,8 +18,8 @@ set_tests_properties(hip_compile PROPERTIES TIMEOUT 300
 # through the embedded envserver + gpuexec --backends auto.
 if(TARGET ka_backend_cuda)
   add_executable(hip_select_test ${CMAKE_CURRENT_LIST_DIR}/hip_select_test.c
-                 ${PROJECT_SOURCE_DIR}/gpuexec/backend.c)
-  target_include_directories(hip_select_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec)
+                 ${PROJECT_SOURCE_DIR}/gpuexec/backends/backend.c)
+  target_include_directories(hip_select_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec/backends)
   target_link_libraries(hip_select_test PRIVATE ka_common ka_proto ${CMAKE_DL_LIBS})
   add_dependencies(hip_select_test ka_backend_hip ka_backend_cuda ka-runner gpuexec envserver
                    envctl)

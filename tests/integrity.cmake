@@ -4,9 +4,10 @@
 # reward of each verdict. Included from tests/CMakeLists.txt.
 add_executable(integrity_test ${CMAKE_CURRENT_LIST_DIR}/integrity_test.c
                ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/devlock.c ${PROJECT_SOURCE_DIR}/gpuexec/refcache.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/reference.c ${PROJECT_SOURCE_DIR}/gpuexec/sandbox.c)
-target_include_directories(integrity_test PRIVATE ${PROJECT_SOURCE_DIR}/gpuexec
+               ${PROJECT_SOURCE_DIR}/gpuexec/daemon/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/runner/devlock.c ${PROJECT_SOURCE_DIR}/gpuexec/daemon/refcache.c
+               ${PROJECT_SOURCE_DIR}/gpuexec/daemon/reference.c
+               ${PROJECT_SOURCE_DIR}/gpuexec/sandbox/sandbox.c)
+target_include_directories(integrity_test PRIVATE $<TARGET_PROPERTY:gpuexec,INCLUDE_DIRECTORIES>
                            ${CMAKE_CURRENT_LIST_DIR}/adversarial)
 # the reward of each verdict: envserver's own code, from its internal library
 target_link_libraries(integrity_test PRIVATE ka_envserver)

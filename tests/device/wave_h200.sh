@@ -5,7 +5,9 @@
 #   2. tests/device/integrity_h200.sh and tests/device/sandbox_h200.sh (the adversarial and
 #      fault runs of tests/adversarial/manifest.yaml on the GPU);
 #   3. bench/step_latency.sh with BUILDS (default new=build/bin old=build-old/bin);
-#   4. (PARTS=... anchors) bench/anchors_gelu.py: pygpubench and a load_inline script
+#   4. (PARTS=... concurrent) tests/device/concurrent_h200.sh: faults beside honest
+#      evaluations on the shared GPU;
+#   5. (PARTS=... anchors) bench/anchors_gelu.py: pygpubench and a load_inline script
 #      (carry .whl with the pygpubench wheel).
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
@@ -26,6 +28,10 @@ for p in $PARTS; do
       echo "== integrity_h200"
       OUT=$W/$p sh tests/device/integrity_h200.sh >"$OUT/integrity.txt" 2>&1
       echo "rc $?"; tail -16 "$OUT/integrity.txt" ;;
+    concurrent)
+      echo "== concurrent_h200"
+      OUT=$W/$p sh tests/device/concurrent_h200.sh >"$OUT/concurrent.txt" 2>&1
+      echo "rc $?"; tail -14 "$OUT/concurrent.txt" ;;
     sandbox)
       echo "== sandbox_h200"
       OUT=$W/$p sh tests/device/sandbox_h200.sh >"$OUT/sandbox.txt" 2>&1

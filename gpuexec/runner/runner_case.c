@@ -64,14 +64,15 @@
 #define RN_WALL_SLACK_MS 0.2
 #define RN_IDLE_FRACTION 0.02
 #define RN_IDLE_SLACK_MS 5.0
-/* Verification of timed calls (property 5): the candidate's outputs of every timed call
- * are kept (a copy after the call, outside the timer) when all of them take at most
- * RN_KEEP_MAX_BYTES of device memory on the device path, RN_KEEP_MAX_HOST_BYTES of host
- * memory on the host path; the verified calls are then drawn after the last call. Above
- * it the draw is made before the calls from the secret seed, and each verified call is
- * compared right after it ran. The candidate's outputs must be within the task's own
- * tolerance of the baseline's (RN_VERIFY_SLACK x atol, rtol). */
-#define RN_KEEP_MAX_BYTES ((size_t)8 << 30)
+/* Verification of timed calls (property 5). Device path: every timed call is verified
+ * right after its rep (baseline and candidate on the same inputs), against the baseline's
+ * outputs of that call when it ran second, else against a run of the baseline again.
+ * Host path: the candidate's outputs of every timed call are kept (a copy after the call,
+ * outside the timer) when all of them take at most RN_KEEP_MAX_HOST_BYTES, and the
+ * verified half is drawn after the last call; above it the draw is made before the calls
+ * from the secret seed, and each verified call is compared right after it ran. The
+ * candidate's outputs must be within the task's own tolerance of the baseline's
+ * (RN_VERIFY_SLACK x atol, rtol). */
 #define RN_KEEP_MAX_HOST_BYTES ((size_t)2 << 30)
 #define RN_VERIFY_SLACK 1.0
 /* Adaptive repetition (issue 15; GPU MODE's stopping rule in spirit): after the job's
@@ -371,18 +372,21 @@ static int rn_setup_impl(rn_cx *x, int w) {
   return KA_OK;
 }
 
-/* Where the candidate's timed outputs go (rn_cx.aside): one slot per timed call if all
- * fit the budget (kept), else one slot; device memory on the device path. Sets reps_max. */
+/* Where the candidate's timed outputs go (rn_cx.aside): host path, one slot per timed
+ * call if all fit the budget (kept), else one slot; device path, one slot in device
+ * memory (every call is verified right after its rep). Sets reps_max. */
 static int rn_setup_aside(rn_cx *x) {
   size_t all = 0;
   for (int i = 0; i < x->t->ntensors; i++)
     if (!rn_is_input(x, i)) all += (x->bytes[i] + 15) & ~(size_t)15;
-  size_t budget = x->dev ? RN_KEEP_MAX_BYTES : RN_KEEP_MAX_HOST_BYTES;
+  size_t budget = RN_KEEP_MAX_HOST_BYTES;
   int want = x->job->max_reps > x->reps_min ? x->job->max_reps : x->reps_min;
   if (want > RN_REPS_MAX) want = RN_REPS_MAX;
   if (want < x->reps_min) want = x->reps_min;
-  if (all > 0 && (size_t)want * all > budget) want = (int)(budget / all);
-  x->kept = want >= x->reps_min;
+  /* device path: every timed call is verified right after its rep (rn_drawn), one slot
+   * suffices and the reps are not bounded by a memory budget */
+  if (!x->dev && all > 0 && (size_t)want * all > budget) want = (int)(budget / all);
+  x->kept = !x->dev && want >= x->reps_min;
   for (int attempt = 0; attempt < 2; attempt++) {
     x->slots = x->kept ? want : 1;
     int ok = 1;
@@ -416,8 +420,8 @@ static int rn_setup_aside(rn_cx *x) {
     }
     x->kept = 0;
   }
-  x->reps_max = x->kept ? x->slots : x->reps_min;
-  if (!x->kept && all > 0)
+  x->reps_max = x->kept ? x->slots : x->dev ? want : x->reps_min;
+  if (!x->kept && !x->dev && all > 0)
     ka_sb_printf(&x->s->log,
                  "[kernelarena] case %s: the outputs of %d timed calls (%zu bytes each) are not "
                  "kept: the verified calls are drawn before the calls\n",
@@ -470,7 +474,13 @@ static int rn_spot_check(rn_cx *x, int i) {
  * implementations zeroed, each input drawn for call q, each output poisoned for call q.
  * The trial (q RN_TRIAL) gets the worker's inputs (drawn again on the device path, or
  * copied in and checksummed). */
-static int rn_stage(rn_cx *x, int q) {
+static int rn_stage_for(rn_cx *x, int q, int inputs);
+static int rn_stage(rn_cx *x, int q) { return rn_stage_for(x, q, 1); }
+
+/* rn_stage, and with inputs 0 (the device path) the inputs left as they are: they hold
+ * call q's draws already (the call before, of the same q, was the baseline's or had its
+ * inputs checked unchanged after it). */
+static int rn_stage_for(rn_cx *x, int q, int inputs) {
   rn_state *s = x->s;
   int rc = KA_OK;
   /* both implementations' scratch: what the baseline left in its own (it may run just
@@ -480,6 +490,7 @@ static int rn_stage(rn_cx *x, int q) {
       rc = s->be->memset8(s->ctx, x->scratch[v][k], 0, x->scratch_bytes[v][k]);
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) {
     int in = rn_is_input(x, i);
+    if (in && !inputs && x->dev && q != RN_TRIAL) continue;
     if (q == RN_TRIAL && in && x->dev && x->trial_drawn) {
       ka_fill f = x->in_fill[i];
       f.key = rn_in_key(x, q, i);
@@ -565,8 +576,13 @@ static int rn_run(rn_cx *x, int w) {
   return rc;
 }
 
-/* Checks the inputs after call q of impl w: INCORRECT naming the input if one changed. */
+/* Checks the inputs after call q of impl w: INCORRECT naming the input if one changed.
+ * On the device path the baseline's calls are not checked: nothing but the task's own
+ * baseline runs on the device then (calls are synchronized, and no submitted code runs
+ * on the host), so the inputs after it are what it got. On the host path a thread of
+ * the candidate's module process may still run beside the baseline, so they are. */
 static int rn_after_call(rn_cx *x, int w, int q, const char *kind) {
+  if (x->dev && w == 0) return KA_OK;
   int changed = -1;
   int rc = rn_check_inputs(x, q, &changed);
   if (rc) return rn_fault(x, rc, "checking the inputs after a call");
@@ -615,7 +631,9 @@ static int rn_put_aside(rn_cx *x, int r, int slot) {
     size_t at = (size_t)slot * x->stride[i];
     if (x->dev) {
       rc = s->be->copy_device(s->ctx, x->aside[i], at, x->tensors[i], 0, x->bytes[i]);
-      if (rc == KA_OK)
+      /* kept for later: a checksum shows whether a later call of the candidate wrote
+       * into the copy; compared right after the rep, no submitted code runs between */
+      if (rc == KA_OK && x->kept)
         rc = s->be->checksum_device(s->ctx, x->aside[i], at, x->bytes[i],
                                     ka_mix64(x->sum_seed, (uint64_t)(r * RN_T + i)),
                                     &x->aside_sum[i][slot]);
@@ -629,13 +647,20 @@ static int rn_put_aside(rn_cx *x, int r, int slot) {
 /* Verifies timed call r (call index q = warm + r), whose candidate outputs are in slot:
  * its inputs drawn again, the baseline run on them (untimed, inputs checked after it),
  * the slot's checksum checked, and each output compared at the task's tolerance. */
-static int rn_verify_call(rn_cx *x, int r, int slot) {
+static int rn_verify_call(rn_cx *x, int r, int slot, int fresh) {
   rn_state *s = x->s;
   int q = x->warm + r;
-  int rc = rn_stage(x, q);
-  if (rc) return rn_fault(x, rc, "staging a verification run");
-  if ((rc = rn_run(x, 0)) != KA_OK) return rn_fault(x, rc, "the baseline's verification run");
-  if ((rc = rn_after_call(x, 0, q, "a verification run")) != KA_OK) return rc;
+  int rc = KA_OK;
+  /* fresh: the outputs on the device are the baseline's timed call q, run after the
+   * candidate's (so it could not read them): nothing to run again. Otherwise the
+   * baseline runs again on call q's inputs, which on the device path, right after the
+   * rep, still hold them (checked unchanged after the candidate's call). */
+  if (!fresh) {
+    rc = rn_stage_for(x, q, !(x->dev && !x->kept));
+    if (rc) return rn_fault(x, rc, "staging a verification run");
+    if ((rc = rn_run(x, 0)) != KA_OK) return rn_fault(x, rc, "the baseline's verification run");
+    if ((rc = rn_after_call(x, 0, q, "a verification run")) != KA_OK) return rc;
+  }
   for (int i = 0; i < x->t->ntensors; i++) {
     if (rn_is_input(x, i) || !x->bytes[i]) continue;
     size_t at = (size_t)slot * x->stride[i];
@@ -644,9 +669,10 @@ static int rn_verify_call(rn_cx *x, int r, int slot) {
     int64_t bad = 0, first = -1;
     if (x->dev) {
       uint64_t sum = 0;
-      rc = s->be->checksum_device(s->ctx, x->aside[i], at, x->bytes[i],
-                                  ka_mix64(x->sum_seed, (uint64_t)(r * RN_T + i)), &sum);
-      if (rc == KA_OK && sum != x->aside_sum[i][slot])
+      if (x->kept)
+        rc = s->be->checksum_device(s->ctx, x->aside[i], at, x->bytes[i],
+                                    ka_mix64(x->sum_seed, (uint64_t)(r * RN_T + i)), &sum);
+      if (rc == KA_OK && x->kept && sum != x->aside_sum[i][slot])
         return rn_fail(x, KERNELARENA__V1__STATUS__INCORRECT, KA_EINVAL,
                        "case %s: the runner's kept copy of output %s of timed call %d changed "
                        "after the call (a kernel wrote outside its own buffers)",
@@ -696,7 +722,7 @@ static int rn_verify_kept(rn_cx *x) {
   }
   int rc = KA_OK;
   for (int r = 0; r < x->reps && rc == KA_OK; r++)
-    if (rn_drawn(x, draw, r, x->reps)) rc = rn_verify_call(x, r, r);
+    if (rn_drawn(x, draw, r, x->reps)) rc = rn_verify_call(x, r, r, 0);
   x->ph_verify += ka_now_s() - t0;
   return rc;
 }
@@ -719,11 +745,11 @@ static int rn_enough(const rn_cx *x, int n, double timed_wall_s) {
 
 /* One call q of impl w: staged, cache flushed, timed (r >= 0), inputs checked; the
  * candidate's outputs of a timed call put aside where they are verified. */
-static int rn_timed_call(rn_cx *x, int w, int q, int verify_now) {
+static int rn_timed_call(rn_cx *x, int w, int q, int verify_now, int inputs) {
   rn_state *s = x->s;
   int r = q - x->warm;
   double tp = ka_now_s();
-  int rc = rn_stage(x, q);
+  int rc = rn_stage_for(x, q, inputs);
   x->ph_stage += ka_now_s() - tp;
   /* the flush and the call alone on the device (devlock.h) */
   if (rc == KA_OK && ka_devlock_exclusive(&s->lock) != KA_OK)
@@ -767,14 +793,18 @@ static int rn_time(rn_cx *x) {
     int r = q - x->warm;
     if (r >= 0 && rn_enough(x, r, ka_now_s() - t0)) break;
     int verify_now = !x->kept && r >= 0 && rn_drawn(x, x->ver_seed, r, x->reps_min);
+    /* on the device path call q's inputs are drawn once: the second call of the pair
+     * gets them as the first left them (the baseline's: trusted; the candidate's:
+     * checked unchanged after it) */
     for (int k = 0; k < 2 && rc == KA_OK; k++) {
       int w = (q & 1) ? 1 - k : k;
-      rc = rn_timed_call(x, w, q, verify_now);
+      rc = rn_timed_call(x, w, q, verify_now, k == 0 || !x->dev);
     }
     if (rc == KA_OK && r >= 0) x->reps = r + 1;
     if (rc == KA_OK && verify_now) {
       double tv = ka_now_s();
-      rc = rn_verify_call(x, r, 0);
+      /* odd q: the candidate ran first, the baseline's outputs of q are on the device */
+      rc = rn_verify_call(x, r, 0, x->dev && (q & 1));
       x->ph_verify += ka_now_s() - tv;
     }
   }
