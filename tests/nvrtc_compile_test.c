@@ -469,6 +469,54 @@ static void check_hip(const ka_backend_ops *be) {
   free(log);
 }
 
+/* The build cache's image (backend.h: image, image_out): a compile hands out its CUBIN,
+ * a compile given that image loads it without NVRTC (its log says so), and an image
+ * without the requested kernel is refused like a compile that lacks it. */
+static void check_image(const ka_backend_ops *be) {
+  const char *text = "extern \"C\" __global__ void k_img(float *y) { y[0] = 1.0f; }\n";
+  ka_source src = src_of("img.cu", text);
+  const char *kern[] = {"k_img"}, *other[] = {"k_other"};
+  void *img = NULL;
+  size_t len = 0;
+  char err[512], *log = NULL;
+  ka_compile_req req = {.language = "cuda",
+                        .sources = &src,
+                        .nsources = 1,
+                        .kernels = kern,
+                        .nkernels = 1,
+                        .arch = "sm_90",
+                        .workdir = "/tmp",
+                        .timeout_s = 60,
+                        .image_out = &img,
+                        .image_out_len = &len};
+  int rc = be->compile(NULL, &req, NULL, &log, err, sizeof err);
+  free(log);
+  check(rc == KA_OK && img && len > 4 && !memcmp(img, "\177ELF", 4), "image_out",
+        "rc %d, %zu bytes", rc, len);
+  if (!img) return;
+  /* from the image: a source that would not compile shows NVRTC is not run */
+  ka_source broken = src_of("img.cu", "this is not CUDA");
+  ka_compile_req again = {.language = "cuda",
+                          .sources = &broken,
+                          .nsources = 1,
+                          .kernels = kern,
+                          .nkernels = 1,
+                          .arch = "sm_90",
+                          .workdir = "/tmp",
+                          .timeout_s = 60,
+                          .image = img,
+                          .image_len = len};
+  rc = be->compile(NULL, &again, NULL, &log, err, sizeof err);
+  check(rc == KA_OK && log && strstr(log, "build cache"), "image_loaded", "rc %d, log: %s", rc,
+        log ? log : "");
+  free(log);
+  again.kernels = other;
+  rc = be->compile(NULL, &again, NULL, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE, "image_without_kernel", "rc %d: %s", rc, err);
+  free(log);
+  free(img);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s <tasks folder>\n", argv[0]);
@@ -506,6 +554,7 @@ int main(int argc, char **argv) {
   check_hip(be);
   check_trusted(be);
   check_philox();
+  check_image(be);
 
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
   return ka_check_fail ? 1 : 0;

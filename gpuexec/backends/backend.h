@@ -85,6 +85,14 @@ typedef struct ka_compile_req {
   const char *arch;    /* NULL: the context's device; required when ctx NULL */
   const char *workdir; /* private scratch directory for temporary files */
   double timeout_s;    /* external compilers are killed after this */
+  /* optional, backends that compile to a loadable image (cuda: a CUBIN): image (not NULL,
+   * image_len > 0) is such an image of this very request built before, loaded instead
+   * of compiling; image_out (not NULL) receives a malloc'd copy of the image built now
+   * (the caller frees it), *image_out_len its size; left NULL when none was built */
+  const void *image;
+  size_t image_len;
+  void **image_out;
+  size_t *image_out_len;
 } ka_compile_req;
 
 /* What fill_device draws: `elems` elements of dtype (a ka_dtype code) from dist (a

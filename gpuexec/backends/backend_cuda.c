@@ -711,6 +711,114 @@ static char *cuda_strndup(const char *s, size_t n) {
   return d;
 }
 
+/* NVRTC's part of cuda_compile: req's sources compiled for arch (hip: through the HIP
+ * header on CUDA) into a CUBIN, *cubin (malloc'd, the caller frees) of *csz bytes;
+ * NVRTC's log appended to lg. KA_OK, or an error with its message in e. */
+static int cuda_nvrtc_build(const ka_compile_req *req, const char *arch, int hip, ka_sb *lg,
+                            char **cubin_out, size_t *csz_out, char *e, size_t elen) {
+  int rc = KA_OK;
+  nvrtcProgram prog = NULL;
+  char **texts = NULL, *cubin = NULL;
+  const char **hdr = NULL, **hdr_names = NULL;
+  int nhdr = 0;
+  *cubin_out = NULL;
+  *csz_out = 0;
+  /* NUL-terminated copies: ka_source text is (pointer, length). */
+  texts = calloc((size_t)req->nsources, sizeof *texts);
+  hdr = calloc((size_t)req->nsources + 1, sizeof *hdr);
+  hdr_names = calloc((size_t)req->nsources + 1, sizeof *hdr_names);
+  if (!texts || !hdr || !hdr_names) {
+    rc = ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+    goto out;
+  }
+  for (int i = 0; i < req->nsources; i++) {
+    const ka_source *s = &req->sources[i];
+    if (!s->text || (i > 0 && !s->name)) continue;
+    texts[i] = cuda_strndup(s->text, s->len);
+    if (!texts[i]) {
+      rc = ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+      goto out;
+    }
+    if (i > 0) {
+      hdr[nhdr] = texts[i];
+      hdr_names[nhdr++] = s->name;
+    }
+  }
+  if (hip) {
+    hdr[nhdr] = ka_hip_on_cuda_h;
+    hdr_names[nhdr++] = "hip/hip_runtime.h";
+  }
+  const char *pname = req->sources[0].name ? req->sources[0].name
+                      : hip                ? "kernel.hip"
+                                           : "kernel.cu";
+  nvrtcResult nr = cuda_rtc.f.CreateProgram(&prog, texts[0], pname, nhdr, hdr, hdr_names);
+  if (nr != NVRTC_SUCCESS) {
+    prog = NULL;
+    rc = ka_seterr(e, elen, nr == NVRTC_ERROR_OUT_OF_MEMORY ? KA_ENOMEM : KA_EINTERNAL,
+                   "nvrtcCreateProgram: %s", cuda_rtc.f.GetErrorString(nr));
+    goto out;
+  }
+  char archopt[64];
+  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+  const char *opts[8];
+  int nopts = 0;
+  opts[nopts++] = archopt;
+  opts[nopts++] = "-std=c++17";
+  opts[nopts++] = "-lineinfo";
+  if (hip) opts[nopts++] = "-D__HIP_PLATFORM_NVIDIA__=1";
+  nvrtcResult cr = cuda_rtc.f.CompileProgram(prog, nopts, opts);
+  size_t lsz = 0;
+  if (cuda_rtc.f.GetProgramLogSize(prog, &lsz) == NVRTC_SUCCESS && lsz > 1) {
+    char *buf = malloc(lsz);
+    if (buf && cuda_rtc.f.GetProgramLog(prog, buf) == NVRTC_SUCCESS) {
+      buf[lsz - 1] = '\0';
+      ka_sb_puts(lg, buf);
+    }
+    free(buf);
+  }
+  if (cr != NVRTC_SUCCESS) {
+    char first[512];
+    cuda_first_error(lg->s, first, sizeof first);
+    if (cr == NVRTC_ERROR_COMPILATION)
+      rc = ka_seterr(e, elen, KA_ECOMPILE, "NVRTC: %s failed to compile for %s%s%s", pname, arch,
+                     first[0] ? ": " : "", first);
+    else
+      rc = ka_seterr(e, elen,
+                     cr == NVRTC_ERROR_INVALID_OPTION  ? KA_EINVAL
+                     : cr == NVRTC_ERROR_OUT_OF_MEMORY ? KA_ENOMEM
+                                                       : KA_EINTERNAL,
+                     "nvrtcCompileProgram(%s, %s): %s%s%s", pname, arch,
+                     cuda_rtc.f.GetErrorString(cr), first[0] ? ": " : "", first);
+    goto out;
+  }
+  size_t csz = 0;
+  if ((nr = cuda_rtc.f.GetCUBINSize(prog, &csz)) != NVRTC_SUCCESS || csz == 0) {
+    rc = ka_seterr(e, elen, KA_EINTERNAL, "nvrtcGetCUBINSize: %s", cuda_rtc.f.GetErrorString(nr));
+    goto out;
+  }
+  cubin = malloc(csz);
+  if (!cubin) {
+    rc = ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+    goto out;
+  }
+  if ((nr = cuda_rtc.f.GetCUBIN(prog, cubin)) != NVRTC_SUCCESS) {
+    rc = ka_seterr(e, elen, KA_EINTERNAL, "nvrtcGetCUBIN: %s", cuda_rtc.f.GetErrorString(nr));
+    goto out;
+  }
+  *cubin_out = cubin;
+  *csz_out = csz;
+  cubin = NULL;
+out:
+  free(cubin);
+  if (prog) cuda_rtc.f.DestroyProgram(&prog);
+  if (texts)
+    for (int i = 0; i < req->nsources; i++) free(texts[i]);
+  free(texts);
+  free((void *)hdr);
+  free((void *)hdr_names);
+  return rc;
+}
+
 /* Compiles req->sources[0] with NVRTC to a CUBIN for req->arch (or the context's
  * device), options --gpu-architecture=<arch> -std=c++17 -lineinfo (no fast math).
  * sources[1..] are in-memory headers under their names; language "hip" adds the
@@ -728,12 +836,8 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
   char e[CUDA_ERRLEN] = "";
   ka_sb lg = {0};
   int rc = KA_OK;
-  nvrtcProgram prog = NULL;
-  char **texts = NULL;
-  const char **hdr = NULL, **hdr_names = NULL;
   char *cubin = NULL;
   ka_module *m = NULL;
-  int nhdr = 0;
   if (out) *out = NULL;
   if (log) *log = NULL;
 
@@ -763,88 +867,26 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
   }
   if (ctx && (rc = cuda_driver(e, sizeof e)) != KA_OK) goto done;
 
-  /* NUL-terminated copies: ka_source text is (pointer, length). */
-  texts = calloc((size_t)req->nsources, sizeof *texts);
-  hdr = calloc((size_t)req->nsources + 1, sizeof *hdr);
-  hdr_names = calloc((size_t)req->nsources + 1, sizeof *hdr_names);
-  if (!texts || !hdr || !hdr_names) {
-    rc = ka_seterr(e, sizeof e, KA_ENOMEM, "compile: out of host memory");
-    goto done;
-  }
-  for (int i = 0; i < req->nsources; i++) {
-    const ka_source *s = &req->sources[i];
-    if (!s->text || (i > 0 && !s->name)) continue;
-    texts[i] = cuda_strndup(s->text, s->len);
-    if (!texts[i]) {
-      rc = ka_seterr(e, sizeof e, KA_ENOMEM, "compile: out of host memory");
-      goto done;
-    }
-    if (i > 0) {
-      hdr[nhdr] = texts[i];
-      hdr_names[nhdr++] = s->name;
-    }
-  }
-  if (hip) {
-    hdr[nhdr] = ka_hip_on_cuda_h;
-    hdr_names[nhdr++] = "hip/hip_runtime.h";
-  }
   const char *pname = req->sources[0].name ? req->sources[0].name
                       : hip                ? "kernel.hip"
                                            : "kernel.cu";
-  nvrtcResult nr = cuda_rtc.f.CreateProgram(&prog, texts[0], pname, nhdr, hdr, hdr_names);
-  if (nr != NVRTC_SUCCESS) {
-    prog = NULL;
-    rc = ka_seterr(e, sizeof e, nr == NVRTC_ERROR_OUT_OF_MEMORY ? KA_ENOMEM : KA_EINTERNAL,
-                   "nvrtcCreateProgram: %s", cuda_rtc.f.GetErrorString(nr));
-    goto done;
-  }
-  char archopt[64];
-  snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-  const char *opts[8];
-  int nopts = 0;
-  opts[nopts++] = archopt;
-  opts[nopts++] = "-std=c++17";
-  opts[nopts++] = "-lineinfo";
-  if (hip) opts[nopts++] = "-D__HIP_PLATFORM_NVIDIA__=1";
-  nvrtcResult cr = cuda_rtc.f.CompileProgram(prog, nopts, opts);
-  size_t lsz = 0;
-  if (cuda_rtc.f.GetProgramLogSize(prog, &lsz) == NVRTC_SUCCESS && lsz > 1) {
-    char *buf = malloc(lsz);
-    if (buf && cuda_rtc.f.GetProgramLog(prog, buf) == NVRTC_SUCCESS) {
-      buf[lsz - 1] = '\0';
-      ka_sb_puts(&lg, buf);
-    }
-    free(buf);
-  }
-  if (cr != NVRTC_SUCCESS) {
-    char first[512];
-    cuda_first_error(lg.s, first, sizeof first);
-    if (cr == NVRTC_ERROR_COMPILATION)
-      rc = ka_seterr(e, sizeof e, KA_ECOMPILE, "NVRTC: %s failed to compile for %s%s%s", pname,
-                     arch, first[0] ? ": " : "", first);
-    else
-      rc = ka_seterr(e, sizeof e,
-                     cr == NVRTC_ERROR_INVALID_OPTION  ? KA_EINVAL
-                     : cr == NVRTC_ERROR_OUT_OF_MEMORY ? KA_ENOMEM
-                                                       : KA_EINTERNAL,
-                     "nvrtcCompileProgram(%s, %s): %s%s%s", pname, arch,
-                     cuda_rtc.f.GetErrorString(cr), first[0] ? ": " : "", first);
-    goto done;
-  }
   size_t csz = 0;
-  if ((nr = cuda_rtc.f.GetCUBINSize(prog, &csz)) != NVRTC_SUCCESS || csz == 0) {
-    rc = ka_seterr(e, sizeof e, KA_EINTERNAL, "nvrtcGetCUBINSize: %s",
-                   cuda_rtc.f.GetErrorString(nr));
+  if (req->image && req->image_len > 0) { /* built before (backend.h: image) */
+    if (!(cubin = malloc(req->image_len))) {
+      rc = ka_seterr(e, sizeof e, KA_ENOMEM, "compile: out of host memory");
+      goto done;
+    }
+    memcpy(cubin, req->image, req->image_len);
+    csz = req->image_len;
+    ka_sb_printf(&lg, "note: %s loaded from the build cache\n", pname);
+  } else if ((rc = cuda_nvrtc_build(req, arch, hip, &lg, &cubin, &csz, e, sizeof e)) != KA_OK) {
     goto done;
   }
-  cubin = malloc(csz);
-  if (!cubin) {
-    rc = ka_seterr(e, sizeof e, KA_ENOMEM, "compile: out of host memory");
-    goto done;
-  }
-  if ((nr = cuda_rtc.f.GetCUBIN(prog, cubin)) != NVRTC_SUCCESS) {
-    rc = ka_seterr(e, sizeof e, KA_EINTERNAL, "nvrtcGetCUBIN: %s", cuda_rtc.f.GetErrorString(nr));
-    goto done;
+  if (req->image_out && req->image_out_len && !(req->image && req->image_len > 0)) {
+    if ((*req->image_out = malloc(csz))) {
+      memcpy(*req->image_out, cubin, csz);
+      *req->image_out_len = csz;
+    }
   }
   /* Every kernel must be in the image, with or without a device to load it on. */
   int missing = 0;
@@ -919,12 +961,6 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
 done:
   if (m) cuda_module_free(ctx, m);
   free(cubin);
-  if (prog) cuda_rtc.f.DestroyProgram(&prog);
-  if (texts)
-    for (int i = 0; i < req->nsources; i++) free(texts[i]);
-  free(texts);
-  free((void *)hdr);
-  free((void *)hdr_names);
   if (rc != KA_OK) {
     if (err && errlen) snprintf(err, errlen, "%s", e);
     if (ctx) snprintf(ctx->err, sizeof ctx->err, "%s", e);

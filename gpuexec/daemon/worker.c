@@ -13,6 +13,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -702,7 +703,8 @@ typedef struct wk_eval {
   int ncases, prepared;
   uint64_t in_seed, eval_secret;
   double timeout;
-  int locked; /* the runner got the device lock (wk_runner) */
+  int locked;   /* the runner got the device lock (wk_runner) */
+  int image_fd; /* the build cache's memfd passed to the runner, or -1 */
 } wk_eval;
 
 /* Checks the job against this executor's task copy; KA_OK or a message in res. */
@@ -765,6 +767,73 @@ static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size
 
 /* The runner's job, packed into *buf (caller frees); share[] gets every memfd the runner
  * inherits. */
+/* ---- the build cache (issue 15 item 2): the baseline's loadable image (a CUBIN) per
+ * (task, task version, backend, device architecture), built by the first runner of a
+ * key and loaded by every later one instead of compiling it again (~65 ms on the H200).
+ * The image comes from a memfd the runner writes and seals right after the baseline's
+ * build, before any candidate code runs (runner.c, rn_give_image); one without every
+ * seal is not taken. It lives in this process's memory only: nothing on disk that
+ * another process could change. */
+#define WK_IMAGES_MAX 128
+#define WK_IMAGE_MAX_BYTES ((size_t)64 << 20)
+typedef struct wk_image {
+  char key[320];
+  uint8_t *data;
+  size_t len;
+} wk_image;
+static wk_image wk_images[WK_IMAGES_MAX];
+static int wk_nimages;
+static pthread_mutex_t wk_images_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void wk_image_key(const wk_eval *ev, char *key, size_t len) {
+  snprintf(key, len, "%s@%s:%s:%s", ev->t->id, ev->t->version, ev->dev->backend,
+           ev->dev->arch ? ev->dev->arch : "");
+}
+
+/* A malloc'd copy of the cached image of ev's key in *data (NULL and 0 if none). */
+static void wk_image_get(const wk_eval *ev, uint8_t **data, size_t *len) {
+  char key[320];
+  wk_image_key(ev, key, sizeof key);
+  *data = NULL, *len = 0;
+  pthread_mutex_lock(&wk_images_mu);
+  for (int i = 0; i < wk_nimages; i++)
+    if (!strcmp(wk_images[i].key, key) && (*data = malloc(wk_images[i].len))) {
+      memcpy(*data, wk_images[i].data, wk_images[i].len);
+      *len = wk_images[i].len;
+      break;
+    }
+  pthread_mutex_unlock(&wk_images_mu);
+}
+
+/* Takes the image the runner left in memfd fd (sealed against writes, growth and
+ * shrinking, 1 byte to WK_IMAGE_MAX_BYTES) into the cache under ev's key. */
+static void wk_image_put(const wk_eval *ev, int fd) {
+  int seals = fcntl(fd, F_GET_SEALS);
+  int need = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+  struct stat st;
+  if (seals < 0 || (seals & need) != need || fstat(fd, &st) != 0 || st.st_size <= 0 ||
+      (size_t)st.st_size > WK_IMAGE_MAX_BYTES)
+    return;
+  uint8_t *data = malloc((size_t)st.st_size);
+  if (!data || pread(fd, data, (size_t)st.st_size, 0) != st.st_size) {
+    free(data);
+    return;
+  }
+  char key[320];
+  wk_image_key(ev, key, sizeof key);
+  pthread_mutex_lock(&wk_images_mu);
+  int have = 0;
+  for (int i = 0; i < wk_nimages && !have; i++) have = !strcmp(wk_images[i].key, key);
+  if (!have && wk_nimages < WK_IMAGES_MAX) {
+    wk_image *im = &wk_images[wk_nimages++];
+    snprintf(im->key, sizeof im->key, "%s", key);
+    im->data = data, im->len = (size_t)st.st_size;
+    data = NULL;
+  }
+  pthread_mutex_unlock(&wk_images_mu);
+  free(data);
+}
+
 static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *share, int *nshare) {
   const ka_task *t = ev->t;
   const Kernelarena__V1__Job *job = ev->job;
@@ -822,11 +891,24 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   }
   rj.cases = rcp;
   rj.n_cases = (size_t)ev->ncases;
+  /* GPU backends: the baseline's image from the build cache, else a memfd for it */
+  uint8_t *img = NULL;
+  size_t img_len = 0;
+  if (!host) wk_image_get(ev, &img, &img_len);
+  if (img) {
+    rj.baseline_image.data = img;
+    rj.baseline_image.len = img_len;
+  } else if (!host &&
+             (ev->image_fd = memfd_create("ka-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >= 0) {
+    rj.has_image_fd = 1;
+    rj.image_fd = *nshare;
+    share[(*nshare)++] = ev->image_fd;
+  }
   *len = kernelarena__v1__runner_job__get_packed_size(&rj);
   *buf = malloc(*len + 1);
-  if (!*buf) return KA_ENOMEM;
-  kernelarena__v1__runner_job__pack(&rj, *buf);
-  return KA_OK;
+  if (*buf) kernelarena__v1__runner_job__pack(&rj, *buf);
+  free(img);
+  return *buf ? KA_OK : KA_ENOMEM;
 }
 
 /* Sends the (small) job and its memfds to the runner before anything else, so it is
@@ -1080,7 +1162,7 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
   int locked =
       (gpu || ev->cfg->jobs_per_device > 1) && wk_lock_fds(ev->dev, &lk[0], &lk[1]) == KA_OK;
   if (gpu && !locked && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
-  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 2];
+  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 3];
   memcpy(allfds, fds, sizeof(int) * (size_t)nfds);
   int nall = nfds;
   if (go[0] >= 0) allfds[nall++] = go[0];
@@ -1289,6 +1371,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     return;
   }
   ev->cfg = cfg, ev->job = job, ev->dev = dev;
+  ev->image_fd = -1;
   if (wk_check_job(ev, res, err, sizeof err)) {
     free(ev);
     return;
@@ -1297,7 +1380,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   wk_seeds(ev);
   uint8_t *jbuf = NULL;
   size_t jlen = 0;
-  int share[WK_MAX_CASES * KA_MAX_TENSORS], nshare = 0;
+  int share[WK_MAX_CASES * KA_MAX_TENSORS + 1], nshare = 0;
   int rc = wk_prepare(ev, res, err, sizeof err);
   if (rc == KA_OK && (rc = wk_pack_runner_job(ev, &jbuf, &jlen, share, &nshare)) != KA_OK)
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
@@ -1317,6 +1400,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
      * in nothing of the runner's exit changes the verdict */
     int left = 0, gpu = strcmp(dev->backend, "host") != 0;
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
+    if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
+      wk_image_put(ev, ev->image_fd);
     if (left && ev->locked)
       wk_finish_detached(&ch);
     else if (left)
@@ -1341,6 +1426,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     ka_sb_free(&result);
   }
   free(jbuf);
+  if (ev->image_fd >= 0) close(ev->image_fd);
   wk_free_cases(cfg, t, ev->cs, ev->prepared);
   if (ev->workdir[0]) ka_rmtree(ev->workdir);
   free(ev);

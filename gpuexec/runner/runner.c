@@ -222,6 +222,17 @@ static int rn_take_lock(rn_state *s, const Kernelarena__V1__RunnerJob *job, cons
   return KA_OK;
 }
 
+/* The build cache's memfd from the job (RunnerJob.has_image_fd) into s->image_fd (-1:
+ * none). KA_EINVAL for an index outside the passed fds. */
+static int rn_take_image_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, const int *fds,
+                            int nfds) {
+  s->image_fd = -1;
+  if (!job->has_image_fd) return KA_OK;
+  if (job->image_fd < 0 || job->image_fd >= nfds) return KA_EINVAL;
+  s->image_fd = fds[job->image_fd];
+  return KA_OK;
+}
+
 static int rn_write_all(int fd, const uint8_t *p, size_t n) {
   while (n) {
     ssize_t w = write(fd, p, n);
@@ -305,6 +316,21 @@ static int rn_sources(const ka_task *t, const Kernelarena__V1__RunnerJob *job, i
 
 /* Compiles one implementation. Returns KA_OK, KA_ECOMPILE (log filled) or another
  * error for infrastructure faults. */
+/* Writes the baseline's image (n bytes) into the worker's memfd fd and seals it against
+ * any change (worker.c's build cache takes it only sealed). Best effort: a failure only
+ * leaves the cache empty. */
+static void rn_give_image(int fd, const void *img, size_t n) {
+  const char *p = img;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(fd, p + off, n - off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    off += (size_t)w;
+  }
+  fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+}
+
 static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int baseline, rn_impl *impl,
                     char **log, char *err, size_t errlen) {
   const ka_task *t = s->task;
@@ -339,7 +365,19 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
                           .arch = NULL,
                           .workdir = wd,
                           .timeout_s = 60};
+    /* the baseline: from the worker's build cache, or built now and handed to it */
+    void *img = NULL;
+    size_t img_len = 0;
+    if (baseline && job->baseline_image.len > 0) {
+      req.image = job->baseline_image.data;
+      req.image_len = job->baseline_image.len;
+    } else if (baseline && s->image_fd >= 0) {
+      req.image_out = &img;
+      req.image_out_len = &img_len;
+    }
     rc = s->be->compile(s->ctx, &req, &impl->mod, log, err, errlen);
+    if (rc == KA_OK && img) rn_give_image(s->image_fd, img, img_len);
+    free(img);
   }
   for (int i = 0; i < KA_MAX_EDITABLE; i++) free(owned[i]);
   return rc;
@@ -415,6 +453,7 @@ int main(int argc, char **argv) {
   /* a warm runner (gpuexec's pool): open the device before the job comes */
   rn_state s = {0};
   s.lock = (ka_devlock){.m = -1, .t = -1};
+  s.image_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
@@ -434,7 +473,8 @@ int main(int argc, char **argv) {
   }
   Kernelarena__V1__RunnerJob *job = kernelarena__v1__runner_job__unpack(NULL, jlen, jbuf);
   free(jbuf);
-  if (!job || rn_map_fds(job, fds, nfds) != KA_OK || rn_take_lock(&s, job, fds, nfds) != KA_OK) {
+  if (!job || rn_map_fds(job, fds, nfds) != KA_OK || rn_take_lock(&s, job, fds, nfds) != KA_OK ||
+      rn_take_image_fd(&s, job, fds, nfds) != KA_OK) {
     fprintf(stderr, "ka-runner: malformed job\n");
     return 2;
   }
