@@ -197,12 +197,17 @@ double ka_gen_cos2pi(double u) {
   return (q & 3) == 2 ? -p : p;
 }
 
+/* splitmix64's finalizer of z alone (ka_mix64 without its second input). */
+static uint64_t gen_mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint64_t key) {
-  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0x6b61u, 0u};
-  uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)}, x[4];
-  ka_philox4x32_10(ctr, k, x);
-  uint64_t r = ((uint64_t)x[0] << 32) | x[1];
   if (dist == KA_GEN_POISON) {
+    uint64_t r = gen_mix(key ^ (i * 0x9e3779b97f4a7c15ULL));
     switch (dt) {
       case KA_DT_F32:
         return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;
@@ -221,6 +226,10 @@ uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint
         return r;
     }
   }
+  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0x6b61u, 0u};
+  uint32_t k[2] = {(uint32_t)key, (uint32_t)(key >> 32)}, x[4];
+  ka_philox4x32_10(ctr, k, x);
+  uint64_t r = ((uint64_t)x[0] << 32) | x[1];
   double u1 = (double)(r >> 11) * 1.1102230246251565e-16;
   double u2 = (double)(((((uint64_t)x[2]) << 32) | x[3]) >> 11) * 1.1102230246251565e-16;
   double v;

@@ -55,6 +55,21 @@ __device__ __forceinline__ ka_u64 ka_mix(ka_u64 z) {
   return z ^ (z >> 31);
 }
 
+/* Chris Wellons' lowbias32 integer hash (2018, "Prospecting for Hash Functions"). */
+__device__ __forceinline__ ka_u32 ka_mix32(ka_u32 x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+/* The odd 32-bit weight of word (or tail byte) i under key (trusted_kernels.h). */
+__device__ __forceinline__ ka_u32 ka_weight(ka_u64 i, ka_u64 key) {
+  ka_u32 hi = ka_mix32((ka_u32)(i >> 32) ^ (ka_u32)(key >> 32));
+  return ka_mix32((ka_u32)i ^ (ka_u32)key ^ hi) | 1u;
+}
+
 /* Adds to *sum a keyed checksum of the n bytes at a (trusted_kernels.h). */
 extern "C" __global__ void ka_trusted_sum(const unsigned char *a, ka_u64 n, ka_u64 key,
                                           ka_u64 *sum) {
@@ -62,10 +77,9 @@ extern "C" __global__ void ka_trusted_sum(const unsigned char *a, ka_u64 n, ka_u
   ka_u64 nw = n >> 2, acc = 0;
   ka_u64 stride = (ka_u64)gridDim.x * blockDim.x;
   ka_u64 i0 = (ka_u64)blockIdx.x * blockDim.x + threadIdx.x;
-  for (ka_u64 i = i0; i < nw; i += stride) acc += (ka_u64)w[i] * (ka_mix(key ^ i) | 1ull);
+  for (ka_u64 i = i0; i < nw; i += stride) acc += (ka_u64)w[i] * ka_weight(i, key);
   if (i0 == 0)
-    for (ka_u64 t = nw << 2; t < n; t++)
-      acc += (ka_u64)a[t] * (ka_mix(key ^ t ^ (1ull << 63)) | 1ull);
+    for (ka_u64 t = nw << 2; t < n; t++) acc += (ka_u64)a[t] * ka_weight(t, ~key);
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
   if ((threadIdx.x & 31) == 0 && acc) atomicAdd(sum, acc);
 }
@@ -242,12 +256,19 @@ __device__ __forceinline__ void ka_store_bits(unsigned char *p, ka_u64 i, int es
   }
 }
 
-/* Element i of the generated tensor (dist 3: poison) as dtype bits. */
+/* Element i of the generated tensor (dist 3: poison) as dtype bits. Poison needs no
+ * secrecy beyond its call (the candidate reads it in its outputs), only a pattern per
+ * call and element: splitmix64's finalizer of (key, i) instead of Philox. */
 __device__ __forceinline__ ka_u64 ka_element(ka_u64 i, int dt, int dist, double a, double b,
                                              ka_u64 key) {
   ka_u32 x[4];
+  if (dist == 3) {
+    ka_u64 r = ka_mix(key ^ (i * 0x9e3779b97f4a7c15ull));
+    x[0] = (ka_u32)(r >> 32), x[1] = (ka_u32)r;
+    return ka_poison_of(dt, x);
+  }
   ka_gen(i, key, x);
-  return dist == 3 ? ka_poison_of(dt, x) : ka_bits_of(dt, ka_value(dist, a, b, x));
+  return ka_bits_of(dt, ka_value(dist, a, b, x));
 }
 
 /* check 0: writes the n generated elements at p. check 1: sets *diff to 1 if any

@@ -10,11 +10,12 @@
  *
  * ka_trusted_sum(a, n, key, sum): adds to *sum (the caller zeroes it first) a keyed
  * checksum of the n bytes at a (4-byte aligned): over the 4-byte words x_i (little
- * endian), sum of x_i * (mix(key ^ i) | 1) mod 2^64, and over the last n % 4 bytes b_t
- * (at byte t), b_t * (mix(key ^ t ^ 2^63) | 1); mix is splitmix64's finalizer (Steele,
- * Lea, Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014). Changing
- * any word changes the sum (the weights are odd), and without the key no change can be
- * made that keeps it, except by chance (2^-64). Same grid-stride shape as the compares;
+ * endian), sum of x_i * w(i, key) mod 2^64, and over the last n % 4 bytes b_t (at byte
+ * t), b_t * w(t, ~key); the weight w(i, k) = h(lo(i) ^ lo(k) ^ h(hi(i) ^ hi(k))) | 1 with
+ * h Chris Wellons' lowbias32 hash (2018) is odd, so changing any one word changes the
+ * sum (|delta x w| < 2^64), and without the key a change of several words keeps it only
+ * by chance (two words: 2^-31). 32-bit weights: one 32x32->64 multiply a word, so the
+ * kernel runs near memory speed (issue 15). Same grid-stride shape as the compares;
  * each warp adds its part with one 64-bit atomicAdd. ka_trusted_sum_host computes the
  * same value on the host (tests).
  *
@@ -63,6 +64,20 @@ static inline uint64_t ka_trusted_mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+static inline uint32_t ka_trusted_mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+/* ka_trusted_sum's weight of word (or tail byte) i under key. */
+static inline uint32_t ka_trusted_weight(uint64_t i, uint64_t key) {
+  uint32_t hi = ka_trusted_mix32((uint32_t)(i >> 32) ^ (uint32_t)(key >> 32));
+  return ka_trusted_mix32((uint32_t)i ^ (uint32_t)key ^ hi) | 1u;
+}
+
 /* The value ka_trusted_sum adds for the n bytes at a (any alignment here). */
 static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a, size_t n,
                                                                    uint64_t key) {
@@ -72,10 +87,9 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
   for (size_t i = 0; i < nw; i++) {
     uint32_t x;
     memcpy(&x, p + 4 * i, 4);
-    s += (uint64_t)x * (ka_trusted_mix(key ^ (uint64_t)i) | 1);
+    s += (uint64_t)x * ka_trusted_weight(i, key);
   }
-  for (size_t t = 4 * nw; t < n; t++)
-    s += (uint64_t)p[t] * (ka_trusted_mix(key ^ (uint64_t)t ^ (1ULL << 63)) | 1);
+  for (size_t t = 4 * nw; t < n; t++) s += (uint64_t)p[t] * ka_trusted_weight(t, ~key);
   return s;
 }
 

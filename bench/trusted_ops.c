@@ -1,0 +1,114 @@
+/* What each device operation of the runner's timed phase costs (issue 15): wall time per
+ * call, on the host's clock, of the cuda backend's ops as runner_case.c calls them, each
+ * followed by what the runner does next (a synchronize where it waits), over 16M and 64M
+ * float elements. Prints one table; asserts nothing (a benchmark, not a test).
+ *   device run: build/bin/trusted_ops_bench          (carry: build/bin)
+ * KA_BACKEND_PATH may name the folder of ka_backend_cuda.so (default: next to it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ka_common.h"
+#include "task.h"
+
+const ka_backend_ops *ka_backend_host(void) { return NULL; } /* not built in here */
+
+#define REPS 50
+
+typedef struct bench {
+  const ka_backend_ops *be;
+  ka_backend_ctx *ctx;
+  ka_devptr a, b, c;
+  int64_t n;
+} bench;
+
+/* Runs op REPS times (after 3 untimed) and returns the mean wall time in microseconds. */
+static double timeit(bench *bk, int (*op)(bench *)) {
+  for (int i = 0; i < 3; i++) op(bk);
+  double t0 = ka_now_s();
+  for (int i = 0; i < REPS; i++)
+    if (op(bk) != KA_OK) return -1;
+  return (ka_now_s() - t0) / REPS * 1e6;
+}
+
+static int op_sync(bench *bk) { return bk->be->synchronize(bk->ctx); }
+static int op_fill_normal(bench *bk) {
+  ka_fill f = {.dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 0, .b = 1, .key = 7};
+  int rc = bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 0, NULL);
+  return rc ? rc : bk->be->synchronize(bk->ctx);
+}
+static int op_fill_poison(bench *bk) {
+  ka_fill f = {.dtype = KA_DT_F32, .dist = KA_FILL_POISON, .key = 9};
+  int rc = bk->be->fill_device(bk->ctx, bk->b, &f, bk->n, 0, NULL);
+  return rc ? rc : bk->be->synchronize(bk->ctx);
+}
+static int op_fill_check(bench *bk) {
+  ka_fill f = {.dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 0, .b = 1, .key = 7};
+  int differs = 0;
+  return bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 1, &differs);
+}
+static int op_checksum(bench *bk) {
+  uint64_t sum;
+  return bk->be->checksum_device(bk->ctx, bk->a, 0, (size_t)bk->n * 4, 11, &sum);
+}
+static int op_copy(bench *bk) {
+  int rc = bk->be->copy_device(bk->ctx, bk->c, 0, bk->a, 0, (size_t)bk->n * 4);
+  return rc ? rc : bk->be->synchronize(bk->ctx);
+}
+static int op_close(bench *bk) {
+  int64_t bad, first;
+  ka_fill poison = {.dtype = KA_DT_F32, .dist = KA_FILL_POISON, .key = 9};
+  return bk->be->close_device(bk->ctx, bk->a, bk->c, KA_DT_F32, bk->n, 1e-5, 1e-5, &poison, &bad,
+                              &first);
+}
+static int op_flush(bench *bk) { return bk->be->flush_cache(bk->ctx); }
+static int op_timer(bench *bk) {
+  double ms;
+  int rc = bk->be->timer_start(bk->ctx);
+  if (rc == KA_OK) rc = bk->be->timer_stop(bk->ctx, &ms);
+  return rc ? rc : bk->be->synchronize(bk->ctx);
+}
+
+int main(void) {
+  char err[512];
+  const ka_backend_ops *be = ka_backend_load("cuda", err, sizeof err);
+  if (!be) {
+    fprintf(stderr, "trusted_ops_bench: %s\n", err);
+    return 1;
+  }
+  bench bk = {.be = be};
+  if (be->open(0, &bk.ctx, err, sizeof err) != KA_OK) {
+    fprintf(stderr, "trusted_ops_bench: no device: %s\n", err);
+    return 1;
+  }
+  static const struct {
+    const char *name;
+    int (*op)(bench *);
+  } ops[] = {{"synchronize (idle)", op_sync},   {"fill normal + sync", op_fill_normal},
+             {"fill poison + sync", op_fill_poison}, {"fill check (read back)", op_fill_check},
+             {"checksum (read back)", op_checksum}, {"copy_device + sync", op_copy},
+             {"close (absmax + close)", op_close}, {"flush_cache", op_flush},
+             {"timer start/stop + sync", op_timer}};
+  int64_t sizes[] = {(int64_t)1 << 24, (int64_t)1 << 26};
+  printf("%-26s %12s %12s   (us per call, %d calls, 16M and 64M fp32 elements)\n", "op",
+         "16M", "64M", REPS);
+  double t[sizeof ops / sizeof ops[0]][2];
+  for (int s = 0; s < 2; s++) {
+    bk.n = sizes[s];
+    size_t bytes = (size_t)bk.n * 4;
+    if (be->mem_alloc(bk.ctx, bytes, &bk.a) || be->mem_alloc(bk.ctx, bytes, &bk.b) ||
+        be->mem_alloc(bk.ctx, bytes, &bk.c)) {
+      fprintf(stderr, "trusted_ops_bench: out of device memory\n");
+      return 1;
+    }
+    op_fill_normal(&bk);
+    op_copy(&bk);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) t[i][s] = timeit(&bk, ops[i].op);
+    be->mem_free(bk.ctx, bk.a), be->mem_free(bk.ctx, bk.b), be->mem_free(bk.ctx, bk.c);
+  }
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    printf("%-26s %12.1f %12.1f\n", ops[i].name, t[i][0], t[i][1]);
+  be->close(bk.ctx);
+  return 0;
+}
