@@ -75,6 +75,8 @@ _Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON && KA_GEN_POISON == KA_TRUSTE
   X(EventSynchronize, cuEventSynchronize, 1)                   \
   X(EventElapsedTime, cuEventElapsedTime_v2, 0)                \
   X(MemAlloc, cuMemAlloc_v2, 1)                                \
+  X(MemAllocHost, cuMemAllocHost_v2, 0)                        \
+  X(MemFreeHost, cuMemFreeHost, 0)                             \
   X(MemFree, cuMemFree_v2, 1)                                  \
   X(MemcpyHtoD, cuMemcpyHtoD_v2, 1)                            \
   X(MemcpyDtoH, cuMemcpyDtoH_v2, 1)                            \
@@ -170,6 +172,11 @@ struct ka_backend_ctx {
   int cmp_state;         /* 0 not built, 1 ready, -1 failed (cmp_why) */
   int cmp_rc;            /* the failure's ka_err */
   struct ka_module *cmp; /* loaded module */
+  void *cmp_host;        /* CUDA_CMP_AREA bytes of page-locked host memory the result area
+                            is read back through (a small copy to pageable memory costs
+                            ~15 us more, bench/trusted_ops.c), or NULL (pageable then).
+                            Device kernels could reach it, but each read-back overwrites
+                            what it reads, and no submitted code runs before it is read */
   CUdeviceptr cmp_flag;  /* CUDA_CMP_AREA bytes: [0,4) 1 if a compare or fill check saw a
                             difference, [8,16) the checksum of checksum_device, [16,24)
                             close_device's largest magnitude, [24,40) its count and first
@@ -530,6 +537,7 @@ static void cuda_close(ka_backend_ctx *ctx) {
     cuda_drv.f.CtxSetCurrent(ctx->cu);
     if (ctx->cmp) cuda_module_free(ctx, ctx->cmp);
     if (ctx->cmp_flag) cuda_drv.f.MemFree(ctx->cmp_flag);
+    if (ctx->cmp_host && cuda_drv.f.MemFreeHost) cuda_drv.f.MemFreeHost(ctx->cmp_host);
     if (ctx->flush) cuda_drv.f.MemFree(ctx->flush);
     if (ctx->ev_stop) cuda_drv.f.EventDestroy(ctx->ev_stop);
     if (ctx->ev_start) cuda_drv.f.EventDestroy(ctx->ev_start);
@@ -1242,6 +1250,9 @@ static int cuda_cmp_ready(ka_backend_ctx *ctx) {
     CUresult cr =
         cuda_drv.f.DeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->dev);
     ctx->cmp_grid_max = cr == CUDA_SUCCESS && sms > 0 ? 8u * (unsigned)sms : 1024u;
+    if (cuda_drv.f.MemAllocHost &&
+        cuda_drv.f.MemAllocHost(&ctx->cmp_host, CUDA_CMP_AREA) != CUDA_SUCCESS)
+      ctx->cmp_host = NULL;
     cr = cuda_drv.f.MemAlloc(&ctx->cmp_flag, CUDA_CMP_AREA);
     if (cr != CUDA_SUCCESS) {
       ctx->cmp_flag = 0;
@@ -1284,12 +1295,14 @@ static int cuda_trusted_launch(ka_backend_ctx *ctx, const char *name, uint64_t n
 /* Copies bytes of the result area at off back to dst and waits for the stream. */
 static int cuda_trusted_result(ka_backend_ctx *ctx, size_t off, void *dst, size_t bytes,
                                const char *what) {
-  CUresult cr = cuda_drv.f.MemcpyDtoHAsync(dst, ctx->cmp_flag + off, bytes, ctx->stream);
+  void *via = ctx->cmp_host ? (char *)ctx->cmp_host + off : dst;
+  CUresult cr = cuda_drv.f.MemcpyDtoHAsync(via, ctx->cmp_flag + off, bytes, ctx->stream);
   if (cr != CUDA_SUCCESS)
     return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(%s)", what);
   cr = cuda_drv.f.StreamSynchronize(ctx->stream);
   if (cr != CUDA_SUCCESS)
     return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(%s)", what);
+  if (via != dst) memcpy(dst, via, bytes);
   return KA_OK;
 }
 
@@ -1412,12 +1425,7 @@ static int cuda_compare_device(ka_backend_ctx *ctx, ka_devptr a, size_t a_off, k
       .nargs = 4};
   if ((rc = cuda_launch(ctx, ctx->cmp, &l)) != KA_OK) return rc;
   unsigned flag = 1;
-  cr = cuda_drv.f.MemcpyDtoHAsync(&flag, ctx->cmp_flag, sizeof flag, ctx->stream);
-  if (cr != CUDA_SUCCESS)
-    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(compare flag)");
-  cr = cuda_drv.f.StreamSynchronize(ctx->stream);
-  if (cr != CUDA_SUCCESS)
-    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(compare)");
+  if ((rc = cuda_trusted_result(ctx, 0, &flag, sizeof flag, "compare")) != KA_OK) return rc;
   *equal = flag == 0;
   return KA_OK;
 }
@@ -1454,12 +1462,7 @@ static int cuda_checksum_device(ka_backend_ctx *ctx, ka_devptr p, size_t off, si
                  .nargs = 4};
   if ((rc = cuda_launch(ctx, ctx->cmp, &l)) != KA_OK) return rc;
   unsigned long long v = 0;
-  cr = cuda_drv.f.MemcpyDtoHAsync(&v, out, sizeof v, ctx->stream);
-  if (cr != CUDA_SUCCESS)
-    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemcpyDtoHAsync(checksum)");
-  cr = cuda_drv.f.StreamSynchronize(ctx->stream);
-  if (cr != CUDA_SUCCESS)
-    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(checksum)");
+  if ((rc = cuda_trusted_result(ctx, 8, &v, sizeof v, "checksum")) != KA_OK) return rc;
   *sum = v;
   return KA_OK;
 }
