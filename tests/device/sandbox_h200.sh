@@ -60,7 +60,15 @@ AGENT="set -- $LIST; shift \$KA_STEP; cp $R/\${1%%:*} $SOURCE; cp $R/\${1#*:} $P
 build/bin/envctl episode --task "$TASK" --tasks "$W/tasks" --seed 5 --max-steps "$NSTEPS" \
   --workspace "$W/ws" --agent "command:$AGENT" >"$OUT/sandbox_episode.txt" 2>&1
 echo "episode exit code: $?" | tee -a "$OUT/sandbox_h200.txt"
+# the embedded server's executor ends its warm runners as it stops; their contexts go
+# with their processes, which the driver reaps a moment later: wait up to 15 s
+i=0
 MEM1=$(mem)
+while [ "${MEM1:-0}" != "${MEM0:-0}" ] && [ $i -lt 30 ]; do
+  sleep 0.5
+  i=$((i + 1))
+  MEM1=$(mem)
+done
 grep -c 'root:' "$OUT/sandbox_episode.txt" | sed 's/^/lines of \/etc\/passwd in the output (want 0): /' |
   tee -a "$OUT/sandbox_h200.txt"
 grep -i 'forbidden system call\|sandbox:' "$OUT/sandbox_episode.txt" | head -5 |
