@@ -161,6 +161,36 @@ es_pb_device *es_device_to_arena(es_arena *a, const es_pb_device *d) {
   return c;
 }
 
+/* ---- map entries */
+
+/* A new entry message of d with its key copied in; *value receives the address of its
+ * value field. */
+static ProtobufCMessage *base_entry(es_arena *a, const ProtobufCMessageDescriptor *d, const char *k,
+                                    void **value) {
+  ProtobufCMessage *m = es_arena_alloc(a, d->sizeof_message);
+  protobuf_c_message_init(d, m);
+  const ProtobufCFieldDescriptor *fk = protobuf_c_message_descriptor_get_field_by_name(d, "key");
+  const ProtobufCFieldDescriptor *fv = protobuf_c_message_descriptor_get_field_by_name(d, "value");
+  *(char **)((char *)m + fk->offset) = es_arena_strdup(a, k);
+  *value = (char *)m + fv->offset;
+  return m;
+}
+
+void *es_pb_entry_str(es_arena *a, const ProtobufCMessageDescriptor *d, const char *k,
+                      const char *v) {
+  void *value;
+  ProtobufCMessage *m = base_entry(a, d, k, &value);
+  *(char **)value = es_arena_strdup(a, v);
+  return m;
+}
+
+void *es_pb_entry_num(es_arena *a, const ProtobufCMessageDescriptor *d, const char *k, double v) {
+  void *value;
+  ProtobufCMessage *m = base_entry(a, d, k, &value);
+  *(double *)value = v;
+  return m;
+}
+
 /* ---- file sets */
 
 int es_fileset_find(const es_fileset *fs, const char *path) {

@@ -79,6 +79,17 @@ size_t es_fileset_bytes(const es_fileset *fs);
  * array; *n receives its length. */
 Kernelarena__V1__File **es_fileset_to_pb(es_arena *a, const es_fileset *fs, size_t *n);
 
+/* ---- map entries: the one copy of a key and its value into a map<string, ...> entry
+ * message of the protocol (protobuf-c gives each map its own entry type, all with fields
+ * key and value) */
+
+/* A new entry message of descriptor d (fields key and value: string and string) in
+ * arena memory, holding copies of k and v (NULL gives ""). Never NULL. */
+void *es_pb_entry_str(es_arena *a, const ProtobufCMessageDescriptor *d, const char *k,
+                      const char *v);
+/* The same for a map<string, double> entry (value a double). */
+void *es_pb_entry_num(es_arena *a, const ProtobufCMessageDescriptor *d, const char *k, double v);
+
 /* ---- encoding, randomness */
 
 /* Encodes a protobuf message into a new nng message; the caller owns the result.
