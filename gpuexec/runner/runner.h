@@ -35,10 +35,16 @@ int ka_host_module_main(int argc, char **argv);
 
 /* The fields of a CaseResult that the runner measures and the worker passes on as they
  * are (an X-macro: X(field) for each; KA_CASE_TIMINGS_COPY copies them all). */
-#define KA_CASE_TIMINGS(X)                                                          \
-  X(baseline_ms)                                                                    \
-  X(candidate_ms) X(candidate_wall_ms) X(floor_ms) X(timed_calls) X(verified_calls) \
-      X(verified_after_calls)
+/* clang-format off */
+#define KA_CASE_TIMINGS(X) \
+  X(baseline_ms) \
+  X(candidate_ms) \
+  X(candidate_wall_ms) \
+  X(floor_ms) \
+  X(timed_calls) \
+  X(verified_calls) \
+  X(verified_after_calls)
+/* clang-format on */
 #define KA_CASE_TIMING_COPY(f) dst_->f = src_->f;
 /* Copies the measured fields of the CaseResult src into dst (both pointers). */
 #define KA_CASE_TIMINGS_COPY(dst, src)               \
