@@ -106,7 +106,7 @@ double ka_load_double(ka_dtype dt, const void *buf, int64_t i) {
 }
 
 /* ---- the counter-based input generator (data.h): the same definition as the trusted
- * device kernel ka_trusted_fill (gpuexec/trusted_kernels.cu), operation for operation:
+ * device kernel ka_trusted_fill (gpuexec/backends/trusted_kernels.cu), operation for operation:
  * only IEEE-754 double additions, multiplications, divisions and square roots, each
  * rounded once (no fused multiply-add: common/CMakeLists.txt builds this file with
  * -ffp-contract=off, and the kernel spells every operation as an __d*_rn intrinsic), so

@@ -21,7 +21,7 @@ double ka_rng_uniform(ka_rng *r);
 uint64_t ka_mix64(uint64_t a, uint64_t b);
 
 /* The counter-based input generator, shared bit for bit by the host (here) and the
- * device (ka_trusted_fill, gpuexec/trusted_kernels.cu). Element i under a 64-bit key:
+ * device (ka_trusted_fill, gpuexec/backends/trusted_kernels.cu). Element i under a 64-bit key:
  * x[0..4) = Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy
  * as 1, 2, 3", SC 2011) of counter {i lo, i hi, 0x6b61, 0} under key {key lo, key hi};
  * u1 = ((x0 << 32 | x1) >> 11) 2^-53, u2 likewise from x2, x3; then

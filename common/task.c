@@ -377,7 +377,7 @@ static int task_parse(ty_doc *d, ka_task *t) {
       return d->rc;
     }
   }
-  /* import allow-list of module mode (gpuexec/sandbox.h): symbol glob patterns */
+  /* import allow-list of module mode (gpuexec/sandbox/sandbox.h): symbol glob patterns */
   for (int w = 0; w < 2; w++) {
     const char *key = w ? "denied_imports" : "allowed_imports";
     char **list = w ? t->denied_imports : t->allowed_imports;

@@ -106,12 +106,12 @@ typedef struct ka_task {
    * runs on one seed (e.g. float atomics); NULL when the task is bitwise repeatable */
   char *nondeterministic;
   /* `fresh_inputs: true`: every timed call gets newly drawn inputs, never a rotation of
-   * the worker's, however large they are (gpuexec/runner.c; for ops whose output a
+   * the worker's, however large they are (gpuexec/runner/runner.c; for ops whose output a
    * rotation of the input does not change, e.g. a histogram, docs/integrity.md 3) */
   int fresh_inputs;
   /* module mode: glob patterns (fnmatch) of imported symbols the built shared object may
    * use besides the default list (`allowed_imports:`), and patterns it may not use even
-   * when on the default list (`denied_imports:`; wins); gpuexec/sandbox.h */
+   * when on the default list (`denied_imports:`; wins); gpuexec/sandbox/sandbox.h */
   char *allowed_imports[KA_MAX_IMPORTS], *denied_imports[KA_MAX_IMPORTS];
   int nallowed_imports, ndenied_imports;
 } ka_task;

@@ -1,7 +1,13 @@
 /* envserver internals: the types and functions shared by the envserver modules.
  *
- *   main.c     command line, signals
- *   server.c   nng sockets and contexts, request dispatch, executor long poll, timers
+ * Files, each calling only those below it (tests/include_cycles.sh checks the includes):
+ *
+ *   main.c       command line, signals
+ *   server.c     the RPC front: client methods, store threads, the nng callback, the
+ *                timer thread, start and stop
+ *   executor.c   the executor side of the RPC front: the long poll, results, executor
+ *                connections, the ack rule (executor.h)
+ *   contexts.c   nng contexts, the outbox, parking, the store threads' queue (contexts.h)
  *   episode.c  episode table, workspaces, prompts, Reset / Step / Close / State / Cancel,
  *              the idle reaper (leases)
  *   evaluate.c Evaluate: stateless one-shot evaluations, held-out scoring (admin token)
@@ -10,6 +16,9 @@
  *   store.c    the sqlite trace store (docs/trace-store.md), read by GetEpisode,
  *              ListEpisodes and Evaluate of a recorded step
  *   utf8.c     UTF-8 checks of the string fields of decoded messages
+ *   log.c      es_log
+ *   base.c     allocators, arenas, devices, file sets, encoding, randomness (base.h):
+ *              the leaf every other file uses; it includes nothing else of envserver
  *
  * Locking: one mutex, es_server.mtx, guards the episode table, the job queue, the
  * worker list and every context's parking state. The trace store has its own mutex and
@@ -29,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base.h"
 #include "kernelarena.pb-c.h"
 #include "ka_common.h"
 #include "task.h"
@@ -64,74 +74,6 @@
 #define ES_JOB_REPS 20
 #define ES_REWARD_FUNCTION "agentkernelarena"
 #define ES_DEFAULT_RUN "default"
-
-typedef Kernelarena__V1__Device es_pb_device;
-typedef Kernelarena__V1__Result es_pb_result;
-typedef Kernelarena__V1__Response es_pb_response;
-
-/* ---- memory */
-
-/* malloc/calloc/realloc/strdup that abort the process on allocation failure. */
-void *es_xmalloc(size_t n);
-void *es_xcalloc(size_t n, size_t size);
-void *es_xrealloc(void *p, size_t n);
-char *es_xstrdup(const char *s);
-
-/* A bump allocator for building one response: everything a response points to is
- * taken from its arena and released at once with es_arena_free after encoding.
- * Zero-initialise. Not thread-safe (one arena per request). */
-typedef struct es_arena {
-  struct es_arena_blk *head;
-} es_arena;
-/* Returns n zeroed bytes, aligned for any type. Never NULL. */
-void *es_arena_alloc(es_arena *a, size_t n);
-/* Copies s (NULL gives ""). */
-char *es_arena_strdup(es_arena *a, const char *s);
-char *es_arena_printf(es_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Copies n bytes. */
-void *es_arena_memdup(es_arena *a, const void *p, size_t n);
-/* A client-supplied string made safe to quote in a message: at most 80 bytes (then
- * "..."), control bytes replaced by '?'. */
-const char *es_arena_quote(es_arena *a, const char *s);
-void es_arena_free(es_arena *a);
-
-/* Fills resp (request_id already set by the caller) with Error{code, message,
- * retryable}; the error and its text live in a. */
-void es_reply_error(es_arena *a, es_pb_response *resp, Kernelarena__V1__ErrorCode code,
-                    int retryable, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-/* Deep copy of a Device (NULL gives NULL); free with es_device_free. */
-es_pb_device *es_device_dup(const es_pb_device *d);
-void es_device_free(es_pb_device *d);
-/* Copies a Device into arena memory (for a response). */
-es_pb_device *es_device_to_arena(es_arena *a, const es_pb_device *d);
-
-/* ---- file sets: the editable files of a workspace, or of a step */
-
-typedef struct es_file {
-  char *path;
-  uint8_t *data;
-  size_t len;
-} es_file;
-
-typedef struct es_fileset {
-  es_file *v;
-  int n;
-} es_fileset;
-
-/* Adds path or replaces its contents with a copy of data[0..len). */
-void es_fileset_put(es_fileset *fs, const char *path, const void *data, size_t len);
-/* Index of path, or -1. */
-int es_fileset_find(const es_fileset *fs, const char *path);
-/* Deep copy of src into *dst (dst must be empty). */
-void es_fileset_copy(es_fileset *dst, const es_fileset *src);
-/* Frees every file; fs becomes empty. */
-void es_fileset_free(es_fileset *fs);
-/* Sum of the file sizes, bytes. */
-size_t es_fileset_bytes(const es_fileset *fs);
-/* Builds File messages for fs in arena memory (paths and bytes copied). Returns the
- * array; *n receives its length. */
-Kernelarena__V1__File **es_fileset_to_pb(es_arena *a, const es_fileset *fs, size_t *n);
 
 /* ---- jobs and executor workers (jobs.c); all guarded by es_server.mtx */
 
@@ -446,10 +388,6 @@ int es_server_start(es_server *s, char *err, size_t errlen);
  * after a failed start. */
 void es_server_stop(es_server *s);
 
-/* Encodes a protobuf message into a new nng message; the caller owns the result.
- * Never NULL (allocation failure is fatal, as for es_xmalloc). */
-nng_msg *es_encode(const ProtobufCMessage *m);
-
 /* Takes the client context parked on a step off the park list (mtx held) and marks
  * it as answering; returns the request_id of its parked request. The caller then
  * hands it its reply with es_server_send. */
@@ -468,9 +406,6 @@ int es_pb_utf8_check(const ProtobufCMessage *m, char *path, size_t pathlen);
 /* Replaces every byte of m's string fields that is not part of valid UTF-8 with '?'
  * (in place: lengths do not change). Returns 1 if anything was replaced. */
 int es_pb_utf8_fix(ProtobufCMessage *m);
-
-/* Fills buf with n random bytes from getrandom(2). Returns KA_OK or KA_ESYS. */
-int es_random(void *buf, size_t n);
 
 /* Logs one line to stderr ("envserver: ..."), unless --quiet. Thread-safe. */
 void es_log(const es_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

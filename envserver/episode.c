@@ -231,20 +231,12 @@ static char *ep_prompt(const ka_task *t, const es_pb_device *d, int max_steps) {
 
 static Kernelarena__V1__ResetResponse__InfoEntry *ep_rinfo(es_arena *a, const char *k,
                                                            const char *v) {
-  Kernelarena__V1__ResetResponse__InfoEntry *e = es_arena_alloc(a, sizeof *e);
-  kernelarena__v1__reset_response__info_entry__init(e);
-  e->key = es_arena_strdup(a, k);
-  e->value = es_arena_strdup(a, v);
-  return e;
+  return es_pb_entry_str(a, &kernelarena__v1__reset_response__info_entry__descriptor, k, v);
 }
 
 static Kernelarena__V1__StepResponse__InfoEntry *ep_sinfo(es_arena *a, const char *k,
                                                           const char *v) {
-  Kernelarena__V1__StepResponse__InfoEntry *e = es_arena_alloc(a, sizeof *e);
-  kernelarena__v1__step_response__info_entry__init(e);
-  e->key = es_arena_strdup(a, k);
-  e->value = es_arena_strdup(a, v);
-  return e;
+  return es_pb_entry_str(a, &kernelarena__v1__step_response__info_entry__descriptor, k, v);
 }
 
 static int ep_run_id_ok(const char *s) {
@@ -639,13 +631,10 @@ static void ep_step_response(es_arena *a, es_pb_response *resp, const es_episode
   sr->reward = rw->reward;
   sr->n_reward_components = (size_t)rw->n;
   sr->reward_components = es_arena_alloc(a, sizeof *sr->reward_components * (size_t)(rw->n + 1));
-  for (int i = 0; i < rw->n; i++) {
-    Kernelarena__V1__StepResponse__RewardComponentsEntry *e = es_arena_alloc(a, sizeof *e);
-    kernelarena__v1__step_response__reward_components_entry__init(e);
-    e->key = es_arena_strdup(a, rw->keys[i]);
-    e->value = rw->values[i];
-    sr->reward_components[i] = e;
-  }
+  for (int i = 0; i < rw->n; i++)
+    sr->reward_components[i] =
+        es_pb_entry_num(a, &kernelarena__v1__step_response__reward_components_entry__descriptor,
+                        rw->keys[i], rw->values[i]);
   sr->terminated = 0;
   sr->truncated = ep->steps >= ep->max_steps;
   sr->n_info = 4;

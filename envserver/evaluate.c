@@ -192,20 +192,13 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
 
 static Kernelarena__V1__EvaluateResponse__RewardComponentsEntry *ev_comp(es_arena *a, const char *k,
                                                                          double v) {
-  Kernelarena__V1__EvaluateResponse__RewardComponentsEntry *e = es_arena_alloc(a, sizeof *e);
-  kernelarena__v1__evaluate_response__reward_components_entry__init(e);
-  e->key = es_arena_strdup(a, k);
-  e->value = v;
-  return e;
+  return es_pb_entry_num(
+      a, &kernelarena__v1__evaluate_response__reward_components_entry__descriptor, k, v);
 }
 
 static Kernelarena__V1__EvaluateResponse__InfoEntry *ev_info(es_arena *a, const char *k,
                                                              const char *v) {
-  Kernelarena__V1__EvaluateResponse__InfoEntry *e = es_arena_alloc(a, sizeof *e);
-  kernelarena__v1__evaluate_response__info_entry__init(e);
-  e->key = es_arena_strdup(a, k);
-  e->value = es_arena_strdup(a, v);
-  return e;
+  return es_pb_entry_str(a, &kernelarena__v1__evaluate_response__info_entry__descriptor, k, v);
 }
 
 void es_eval_finish(es_server *s, es_job *job, const es_pb_result *r, const char *worker_id,

@@ -9,7 +9,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 PKGS="build-essential cmake pkg-config libmbedtls-dev libprotobuf-c-dev \
 protobuf-c-compiler libyaml-dev libsqlite3-dev libffi-dev libjansson-dev libseccomp-dev sqlite3 python3 python3-venv"
-# libelf (static, with zlib): the import allow-list of host modules (gpuexec/sandbox.c)
+# libelf (static, with zlib): the import allow-list of host modules (gpuexec/sandbox/sandbox.c)
 PKGS="$PKGS libelf-dev"
 # GSL (statistics of envctl compare, linked statically); chromium renders the report
 # of envctl report in its test (tests/report_render.sh)

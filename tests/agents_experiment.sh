@@ -23,7 +23,7 @@ T0=$(date +%s)
 
 # ---- the tasks: the five of the configs, each with its first shown case only, 4x smaller
 # (each case costs a fixed ~4 s here: the evaluator flushes the CPU caches before each of
-# its 46 timed calls, gpuexec/runner.c), held-out cases 4x smaller too
+# its 46 timed calls, gpuexec/runner/runner.c), held-out cases 4x smaller too
 TASKS="gelu softmax layernorm row_sum silu_mul"
 mkdir -p "$WORK/tasks/host"
 for t in $TASKS; do cp -r "$SRC/tasks/host/$t" "$WORK/tasks/host/"; done

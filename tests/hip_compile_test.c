@@ -240,7 +240,7 @@ static void check_errors(const ka_backend_ops *be, const char *arch) {
   free(log);
 }
 
-/* The HIP kernel-language subset of gpuexec/hip_on_cuda.h, compiled natively. */
+/* The HIP kernel-language subset of gpuexec/backends/hip_on_cuda.h, compiled natively. */
 static const char hip_src[] =
     "#include <hip/hip_runtime.h>\n"
     "#ifndef __HIP_PLATFORM_AMD__\n#error no platform macro\n#endif\n"

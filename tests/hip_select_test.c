@@ -3,7 +3,7 @@
  * Usage: hip_select_test <bin folder> <tasks folder>
  * The bin folder holds ka-runner (host backend built in), ka_backend_cuda.so,
  * ka_backend_hip.so, gpuexec, envserver and envctl, as the build leaves them. Checks:
- *  1. both GPU modules load into one process through the registry (gpuexec/backend.c),
+ *  1. both GPU modules load into one process through the registry (gpuexec/backends/backend.c),
  *     each serving its own ops table, a second load returning the same table; an
  *     unknown or unsafe backend name is refused with a reason;
  *  2. `ka-runner --discover B` (what gpuexec runs for each backend) exits 0 for host,

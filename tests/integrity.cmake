@@ -1,18 +1,13 @@
 # Reward integrity on the host backend (docs/integrity.md): the adversarial submissions
 # of tests/adversarial/manifest.yaml (harness: integrity) through the executor's own path
-# (worker.c + a real ka-runner), the physics floor, malformed runner results, and the
+# (ka_exec's worker + a real ka-runner), the physics floor, malformed runner results, and the
 # reward of each verdict. Included from tests/CMakeLists.txt.
 add_executable(integrity_test ${CMAKE_CURRENT_LIST_DIR}/integrity_test.c
-               ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/daemon/worker.c ${PROJECT_SOURCE_DIR}/gpuexec/runner/devlock.c ${PROJECT_SOURCE_DIR}/gpuexec/daemon/refcache.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/daemon/reference.c
-               ${PROJECT_SOURCE_DIR}/gpuexec/sandbox/sandbox.c)
-target_include_directories(integrity_test PRIVATE $<TARGET_PROPERTY:gpuexec,INCLUDE_DIRECTORIES>
-                           ${CMAKE_CURRENT_LIST_DIR}/adversarial)
-# the reward of each verdict: envserver's own code, from its internal library
-target_link_libraries(integrity_test PRIVATE ka_envserver)
-target_link_libraries(integrity_test PRIVATE ka_common ka_proto ${KA_SECCOMP} ${KA_ELF} ${KA_ZLIB}
-                      ${KA_YAML} Threads::Threads ${CMAKE_DL_LIBS} m)
+               ${CMAKE_CURRENT_LIST_DIR}/adversarial/manifest.c)
+target_include_directories(integrity_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/adversarial)
+# the executor's path from its internal library; the reward of each verdict: envserver's
+# own code, from its internal library
+target_link_libraries(integrity_test PRIVATE ka_exec ka_envserver ${KA_YAML})
 add_dependencies(integrity_test ka-runner)
 add_test(NAME integrity
          COMMAND integrity_test ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR})

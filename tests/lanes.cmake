@@ -8,6 +8,7 @@
 #             sanitize build folder, scripts/test.sh sanitize), with LeakSanitizer on and
 #             the first UBSan report fatal
 #   format    clang-format --dry-run --Werror over the C sources (tests/format_check.sh)
+#             and no include cycle within a folder (tests/include_cycles.sh)
 #
 # A test not named in KA_TIMING_TESTS (or KA_NO_PROFILE_TESTS) runs under the test profile: its evaluations make
 # KA_JOB_REPS timed calls per case and KA_JOB_WARMUP warm-up calls (read by envserver,
@@ -47,6 +48,16 @@ find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
 add_test(NAME format COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/format_check.sh ${CMAKE_SOURCE_DIR}
                              ${KA_CLANG_FORMAT})
 set_tests_properties(format PROPERTIES TIMEOUT 120 LABELS format)
+# No include cycle among the C files of one folder (tests/include_cycles.sh), and the
+# check itself fails on the cycle planted in tests/fixtures/include_cycle.
+add_test(NAME include_cycles COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/include_cycles.sh
+                                     ${CMAKE_SOURCE_DIR})
+# (it must exit 1 and name the cycle, a.h -> b.h -> c.h -> a.h)
+add_test(NAME include_cycles_planted
+         COMMAND sh -c "out=$(\"$0\" \"$1\" tests/fixtures/include_cycle); rc=$?; echo \"$out\"; \
+[ $rc -eq 1 ] && echo \"$out\" | grep -qF 'include_cycle: a.h -> b.h -> c.h -> a.h'"
+                 ${CMAKE_CURRENT_SOURCE_DIR}/include_cycles.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(include_cycles include_cycles_planted PROPERTIES TIMEOUT 60 LABELS format)
 
 get_property(ka_all_tests DIRECTORY PROPERTY TESTS)
 set(ka_costs ${KA_TEST_COSTS})

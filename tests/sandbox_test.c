@@ -1,4 +1,4 @@
-/* Unit tests of the evaluation sandbox (gpuexec/sandbox.c): the include allowlist, the
+/* Unit tests of the evaluation sandbox (gpuexec/sandbox/sandbox.c): the include allowlist, the
  * supervisor's report, the seccomp and Landlock layers applied in child processes (the
  * runner's, a module process's, the compiler's), the assembly check, and,
  * given the source tree, the import allow-list of module mode.

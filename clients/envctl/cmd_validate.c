@@ -1,6 +1,6 @@
 /* `envctl validate`: runs ka-validate, found beside the envctl executable (as the
  * embedded envserver and gpuexec are), with the same arguments. ka-validate evaluates
- * baselines through the executor's code (gpuexec/validate.c), which envctl does not
+ * baselines through the executor's code (gpuexec/validate/validate.c), which envctl does not
  * link. */
 #include <errno.h>
 #include <limits.h>

@@ -41,8 +41,13 @@ int cmd_run(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 
-/* `envctl --help`'s text, to f. */
+/* `envctl --help`'s text, to f (main.c). */
 void ec_usage(FILE *f);
+/* Exit codes a command returns to have main print envctl's usage: to stdout and exit 0
+ * (EC_EXIT_HELP), or to stderr and exit 2 (EC_EXIT_USAGE). So the option parser calls
+ * nothing of main.c, which calls every command (no call cycle). */
+#define EC_EXIT_HELP 256
+#define EC_EXIT_USAGE 257
 
 /* Takes an option that every command with a server shares, by its getopt code: --server
  * ('s'), --tasks ('T'), --backends ('b'), --verbose ('v'), into o. Returns 1 when c was
@@ -62,8 +67,9 @@ void ec_close_episode(ka_client *c, const char *id, int timeout_ms);
 /* Parses the options of tasks, health and episode (opts.c): --server, --tasks (the
  * default from ka_tasks_dir), --backends, --task, --agent, --max-steps, --seed,
  * --workspace, --timeout, --agent-timeout, --verbose, --help. Returns -1 when the
- * command goes on with *o filled, else the exit code (0 after --help, 2 for a bad
- * option, printed). */
+ * command goes on with *o filled, else the exit code: EC_EXIT_HELP after --help,
+ * EC_EXIT_USAGE for an unknown option (main prints the usage), 2 for a bad value
+ * (printed). */
 int ec_opts_parse(int argc, char **argv, ec_opts *o);
 
 /* Calls fn with a client of o->server, or of an envserver + gpuexec started for it (and

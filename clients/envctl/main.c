@@ -83,5 +83,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (cmd->prog) argv[1] = (char *)cmd->prog;
-  return cmd->fn(argc - 1, argv + 1);
+  int rc = cmd->fn(argc - 1, argv + 1);
+  if (rc == EC_EXIT_HELP || rc == EC_EXIT_USAGE) {
+    ec_usage(rc == EC_EXIT_HELP ? stdout : stderr);
+    return rc == EC_EXIT_HELP ? 0 : 2;
+  }
+  return rc;
 }

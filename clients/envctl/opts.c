@@ -10,8 +10,6 @@
 #include "ka_common.h"
 #include "ka_opt.h"
 
-void ec_usage(FILE *f);
-
 int ec_opts_common(int c, const char *arg, ec_opts *o) {
   switch (c) {
     case 's':
@@ -78,11 +76,9 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
         break;
       }
       case 'h':
-        ec_usage(stdout);
-        return 0;
+        return EC_EXIT_HELP;
       default:
-        ec_usage(stderr);
-        return 2;
+        return EC_EXIT_USAGE;
     }
   }
   if (optind < argc) {

@@ -41,6 +41,21 @@ typedef struct ka_device_info {
   char driver[64];
 } ka_device_info;
 
+/* The number fields that ka_device_info shares by name with the protocol's Device (an
+ * X-macro: X(field) for each); the strings are backend, name, arch and driver. */
+/* clang-format off */
+#define KA_DEVICE_NUMBERS(X) \
+  X(index) \
+  X(multiprocessors) \
+  X(warp_size) \
+  X(memory_bytes) \
+  X(l2_bytes) \
+  X(shared_bytes_per_block) \
+  X(max_threads_per_block) \
+  X(mem_bandwidth_gbps) \
+  X(clock_mhz)
+/* clang-format on */
+
 typedef struct ka_telemetry {
   int valid;
   char device_name[128];

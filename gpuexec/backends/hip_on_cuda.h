@@ -1,6 +1,6 @@
 /* hip_on_cuda.h: kernelarena's HIP kernel language on CUDA, for NVRTC.
  *
- * What: the cuda backend (gpuexec/backend_cuda.c) hands this text to NVRTC as the
+ * What: the cuda backend (gpuexec/backends/backend_cuda.c) hands this text to NVRTC as the
  * in-memory header "hip/hip_runtime.h" when it compiles a hip-language task, with
  * -D__HIP_PLATFORM_NVIDIA__=1. It maps the HIP kernel-language subset that kernels use
  * onto CUDA, the way HIP itself works on NVIDIA (HIP's nvidia_detail headers).

@@ -93,7 +93,7 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
   return s;
 }
 
-/* The kernels' source text (gpuexec/trusted_kernels.cu, embedded at build time as
+/* The kernels' source text (gpuexec/backends/trusted_kernels.cu, embedded at build time as
  * ka_trusted_kernels_src) and, where nvcc built it, their fatbinary
  * (ka_trusted_fatbin, KA_TRUSTED_FATBIN_SIZE bytes; 0 without nvcc, and the backend
  * compiles the text with NVRTC at its first use). */

@@ -632,13 +632,7 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
     Kernelarena__V1__CaseResult *rc = rr->cases[i];
     cr->name = wk_strdup(cs[i].c->name);
     cr->held_out = cs[i].c->held_out;
-    cr->baseline_ms = rc->baseline_ms;
-    cr->candidate_ms = rc->candidate_ms;
-    cr->timed_calls = rc->timed_calls;
-    cr->candidate_wall_ms = rc->candidate_wall_ms;
-    cr->floor_ms = rc->floor_ms;
-    cr->verified_calls = rc->verified_calls;
-    cr->verified_after_calls = rc->verified_after_calls;
+    KA_CASE_TIMINGS_COPY(cr, rc);
     cr->correct = 1;
     ka_sb msg = {0};
     for (int k = 0; k < t->ntensors; k++) {
@@ -1321,13 +1315,7 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
         cr->message = wk_strdup(rr->cases[i]->message);
         cr->held_out = rr->cases[i]->held_out;
         /* a FLAGGED case keeps its timings and the reason, for the record */
-        cr->baseline_ms = rr->cases[i]->baseline_ms;
-        cr->candidate_ms = rr->cases[i]->candidate_ms;
-        cr->candidate_wall_ms = rr->cases[i]->candidate_wall_ms;
-        cr->floor_ms = rr->cases[i]->floor_ms;
-        cr->timed_calls = rr->cases[i]->timed_calls;
-        cr->verified_calls = rr->cases[i]->verified_calls;
-        cr->verified_after_calls = rr->cases[i]->verified_after_calls;
+        KA_CASE_TIMINGS_COPY(cr, rr->cases[i]);
         if (rr->cases[i]->flag && *rr->cases[i]->flag) cr->flag = wk_strdup(rr->cases[i]->flag);
         res->cases[res->n_cases++] = cr;
       }

@@ -245,18 +245,12 @@ static int rn_write_all(int fd, const uint8_t *p, size_t n) {
 }
 
 static void rn_fill_device(Kernelarena__V1__Device *d, const ka_device_info *i) {
+#define RN_DEVICE_NUMBER(f) d->f = i->f;
+  KA_DEVICE_NUMBERS(RN_DEVICE_NUMBER)
+#undef RN_DEVICE_NUMBER
   d->backend = strdup(i->backend);
-  d->index = i->index;
   d->name = strdup(i->name);
   d->arch = strdup(i->arch);
-  d->multiprocessors = i->multiprocessors;
-  d->warp_size = i->warp_size;
-  d->memory_bytes = i->memory_bytes;
-  d->l2_bytes = i->l2_bytes;
-  d->shared_bytes_per_block = i->shared_bytes_per_block;
-  d->max_threads_per_block = i->max_threads_per_block;
-  d->mem_bandwidth_gbps = i->mem_bandwidth_gbps;
-  d->clock_mhz = i->clock_mhz;
   d->driver = strdup(i->driver);
 }
 

@@ -33,4 +33,25 @@
 /* Main of that process (backend_host.c). Returns the exit status. */
 int ka_host_module_main(int argc, char **argv);
 
+/* The fields of a CaseResult that the runner measures and the worker passes on as they
+ * are (an X-macro: X(field) for each; KA_CASE_TIMINGS_COPY copies them all). */
+/* clang-format off */
+#define KA_CASE_TIMINGS(X) \
+  X(baseline_ms) \
+  X(candidate_ms) \
+  X(candidate_wall_ms) \
+  X(floor_ms) \
+  X(timed_calls) \
+  X(verified_calls) \
+  X(verified_after_calls)
+/* clang-format on */
+#define KA_CASE_TIMING_COPY(f) dst_->f = src_->f;
+/* Copies the measured fields of the CaseResult src into dst (both pointers). */
+#define KA_CASE_TIMINGS_COPY(dst, src)               \
+  do {                                               \
+    Kernelarena__V1__CaseResult *dst_ = (dst);       \
+    const Kernelarena__V1__CaseResult *src_ = (src); \
+    KA_CASE_TIMINGS(KA_CASE_TIMING_COPY)             \
+  } while (0)
+
 #endif

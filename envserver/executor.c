@@ -1,0 +1,302 @@
+/* The executor side of the RPC front (executor.h): gpuexec workers' long polls and
+ * heartbeats, their results (recorded on a store thread), executor connections and the
+ * ack rule. Locking as in server.c's header comment. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor.h"
+
+/* ---- assignments */
+
+/* An ExecResponse with an assignment (job may be NULL: nothing to do). */
+nng_msg *srv_assignment(uint64_t request_id, const es_job *job) {
+  es_arena a = {0};
+  Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+  Kernelarena__V1__WorkerAssignment wa = KERNELARENA__V1__WORKER_ASSIGNMENT__INIT;
+  r.request_id = request_id;
+  r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT;
+  r.assignment = &wa;
+  if (job) wa.job = es_job_to_pb(&a, job);
+  nng_msg *m = es_encode(&r.base);
+  es_arena_free(&a);
+  return m;
+}
+
+/* Hands queued jobs to parked worker polls, oldest poll first (mtx held). */
+void srv_dispatch(es_server *s, srv_outbox *out) {
+  double now = ka_now_s();
+  srv_ctx *c = s->net->exec.park_head;
+  while (c && s->jobs.nqueued) {
+    srv_ctx *nx = c->pnext;
+    es_job *job = es_jobs_assign(&s->jobs, c->worker, now);
+    if (job) {
+      c->worker->pipe_id = c->pipe_id;
+      uint64_t rid = c->request_id;
+      srv_unpark(c);
+      srv_out_push(out, c, srv_assignment(rid, job));
+      es_log(s, "job %s -> worker %s", job->id, job->worker->id);
+    }
+    c = nx;
+  }
+}
+
+/* ---- executor long poll */
+
+static int srv_worker_id_ok(const char *id) {
+  size_t n = strlen(id);
+  if (n == 0 || n > 256) return 0;
+  for (; *id; id++)
+    if ((unsigned char)*id < 0x20 || *id == 0x7f) return 0;
+  return 1;
+}
+
+/* A heartbeat of a worker evaluating a job: refreshes its liveness (so that it is found
+ * lost within ES_HEARTBEAT_LOST_S of its last one) and says whether the job is still
+ * wanted. Answered at once; consumes rq. */
+static void srv_heartbeat(srv_ctx *c, Kernelarena__V1__ExecRequest *rq) {
+  es_server *s = c->sk->s;
+  const Kernelarena__V1__WorkerHeartbeat *hb = rq->heartbeat;
+  Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+  Kernelarena__V1__HeartbeatAck ack = KERNELARENA__V1__HEARTBEAT_ACK__INIT;
+  r.request_id = rq->request_id;
+  r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_HEARTBEAT;
+  r.heartbeat = &ack;
+  pthread_mutex_lock(&s->mtx);
+  es_worker *w = s->jobs.workers;
+  while (w && strcmp(w->id, hb->worker_id)) w = w->next;
+  if (w) w->acks = 1; /* it heartbeats: its next jobs must be acknowledged (ES_ACK_S) */
+  if (w && w->job && !strcmp(w->job->id, hb->job_id)) {
+    w->last_poll = ka_now_s();
+    w->heartbeats = 1;
+    w->acked = 1;
+    ack.job_wanted = 1;
+  }
+  c->state = SRV_SEND;
+  pthread_mutex_unlock(&s->mtx);
+  nng_msg *reply = es_encode(&r.base);
+  kernelarena__v1__exec_request__free_unpacked(rq, NULL);
+  es_server_send(c, reply);
+}
+
+void srv_exec_request(srv_ctx *c, nng_msg *m) {
+  es_server *s = c->sk->s;
+  srv_outbox out = {0};
+  const uint8_t *body = nng_msg_body(m);
+  size_t len = nng_msg_len(m);
+  Kernelarena__V1__ExecRequest *rq = kernelarena__v1__exec_request__unpack(NULL, len, body);
+  uint64_t rid = rq ? rq->request_id : srv_salvage_id(body, len);
+  uint32_t pipe_id = nng_pipe_id(nng_msg_get_pipe(m));
+  nng_msg_free(m);
+  /* Compiler logs and messages may quote a submission's bytes: stored and echoed only as
+   * UTF-8. */
+  if (rq && es_pb_utf8_fix(&rq->base))
+    es_log(s, "executor request: bytes that are not UTF-8 replaced by '?'");
+  if (rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT) {
+    srv_heartbeat(c, rq);
+    return;
+  }
+  const Kernelarena__V1__WorkerPoll *poll =
+      rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_POLL ? rq->poll : NULL;
+  const char *bad = NULL;
+  Kernelarena__V1__ErrorCode bad_code = KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT;
+  if (!rq)
+    bad = "the message is not a valid kernelarena.v1 ExecRequest",
+    bad_code = KERNELARENA__V1__ERROR_CODE__MALFORMED;
+  else if (!poll)
+    bad = "the request holds no poll";
+  else if (!srv_worker_id_ok(poll->worker_id))
+    bad = "worker_id must be 1 to 256 printable bytes";
+  else if (!poll->device || !poll->device->backend || !*poll->device->backend)
+    bad = "the poll must carry the worker's device with its backend";
+  if (bad) {
+    es_arena a = {0};
+    es_pb_response er = KERNELARENA__V1__RESPONSE__INIT; /* only for es_reply_error */
+    es_reply_error(&a, &er, bad_code, 0, "%s", bad);
+    Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+    r.request_id = rid;
+    r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_ERROR;
+    r.error = er.error;
+    nng_msg *reply = es_encode(&r.base);
+    es_arena_free(&a);
+    if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
+    pthread_mutex_lock(&s->mtx);
+    c->state = SRV_SEND;
+    pthread_mutex_unlock(&s->mtx);
+    es_server_send(c, reply);
+    return;
+  }
+
+  es_job *completing = NULL;
+  nng_msg *reply = NULL;
+  char worker_id[260];
+  snprintf(worker_id, sizeof worker_id, "%s", poll->worker_id);
+  pthread_mutex_lock(&s->mtx);
+  double now = ka_now_s();
+  es_worker *w = es_worker_touch(&s->jobs, poll->worker_id, poll->device, now);
+  if (poll->heartbeats) w->acks = 1;
+  if (poll->result) {
+    /* a result counts only from the connection that took the job: another peer naming
+     * the same worker id cannot post it */
+    if (w->job && !strcmp(w->job->id, poll->result->job_id) &&
+        (!w->pipe_id || w->pipe_id == pipe_id)) {
+      completing = es_jobs_detach(&s->jobs, w);
+      completing->state = ES_JOB_COMPLETING;
+    } else {
+      es_log(s, "worker %s: ignoring a result for job %s (not the job it holds)", w->id,
+             poll->result->job_id);
+    }
+  } else if (w->job) {
+    /* It polls without the result of the job it holds: it restarted and lost it. */
+    es_job *lost = es_jobs_detach(&s->jobs, w);
+    char jid[128];
+    snprintf(jid, sizeof jid, "%s", lost->id);
+    srv_ctx *waiter = es_ep_step_abort(s, lost);
+    es_log(s, "worker %s polled again without the result of job %s", w->id, jid);
+    if (waiter)
+      srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                       "executor worker %s dropped job %s; the step was not counted, retry it",
+                       w->id, jid);
+  }
+  /* A worker has one poll open at a time: release an older one still parked. */
+  for (srv_ctx *p = s->net->exec.park_head; p; p = p->pnext)
+    if (p->worker == w) {
+      uint64_t prid = p->request_id;
+      srv_unpark(p);
+      srv_out_push(&out, p, srv_assignment(prid, NULL));
+      break;
+    }
+  es_job *job = s->net->stopping ? NULL : es_jobs_assign(&s->jobs, w, now);
+  if (job) {
+    w->pipe_id = pipe_id;
+    reply = srv_assignment(rid, job);
+    c->state = SRV_SEND;
+    es_log(s, "job %s -> worker %s", job->id, w->id);
+  } else {
+    unsigned wait = poll->wait_ms ? poll->wait_ms : ES_POLL_DEFAULT_MS;
+    if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
+    c->request_id = rid;
+    c->worker = w;
+    c->pipe_id = pipe_id;
+    srv_park(c, now + wait / 1000.0);
+    srv_refill(&s->net->exec, &out);
+  }
+  pthread_mutex_unlock(&s->mtx);
+
+  if (reply) srv_out_push(&out, c, reply);
+  if (completing) {
+    /* Recording waits on the trace store: a store thread does it. */
+    srv_work *wk = es_xcalloc(1, sizeof *wk);
+    wk->job = completing;
+    wk->erq = rq;
+    snprintf(wk->worker_id, sizeof wk->worker_id, "%s", worker_id);
+    rq = NULL;
+    if (!srv_work_push(s, wk)) {
+      srv_complete(s, wk); /* the store threads have stopped */
+    }
+  }
+  if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
+  /* Last: once flushed, c may be in use by another thread. */
+  srv_out_flush(&out);
+}
+
+/* ---- results */
+
+/* Records a job's Result and answers its waiter (a store thread); frees w. */
+void srv_complete(es_server *s, srv_work *w) {
+  nng_msg *creply = NULL;
+  void *waiter = NULL;
+  const es_pb_result *result = w->erq->poll->result;
+  if (w->job->ep)
+    es_ep_step_finish(s, w->job, result, w->worker_id, &creply, &waiter);
+  else
+    es_eval_finish(s, w->job, result, w->worker_id, &creply, &waiter);
+  if (waiter) es_server_send(waiter, creply);
+  kernelarena__v1__exec_request__free_unpacked(w->erq, NULL);
+  free(w);
+}
+
+/* ---- executor connections */
+
+/* nng pipe event on the executor socket (an nng thread): when a connection closes, its
+ * parked polls are released (the reply goes nowhere), so no job is handed to a dead
+ * executor, and a job whose worker took it on that connection is re-queued at once
+ * (the attempt it used stays counted: the executor may have died of it). */
+void srv_exec_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  es_server *s = arg;
+  if (ev != NNG_PIPE_EV_REM_POST) return;
+  uint32_t id = nng_pipe_id(p);
+  srv_outbox out = {0};
+  pthread_mutex_lock(&s->mtx);
+  struct es_net *n = s->net;
+  for (srv_ctx *c = n->exec.park_head, *nx; c; c = nx) {
+    nx = c->pnext;
+    if (c->pipe_id != id) continue;
+    es_log(s, "worker %s: its connection closed; its poll is dropped", c->worker->id);
+    uint64_t rid = c->request_id;
+    srv_unpark(c);
+    srv_out_push(&out, c, srv_assignment(rid, NULL));
+  }
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    if (!w->job || w->pipe_id != id || w->job->state != ES_JOB_RUNNING) continue;
+    es_job *job = es_jobs_detach(&s->jobs, w);
+    w->pipe_id = 0;
+    if (job->attempts < ES_JOB_MAX_ATTEMPTS) {
+      es_jobs_requeue_front(&s->jobs, job);
+      es_log(s, "worker %s: its connection closed while holding job %s; job re-queued", w->id,
+             job->id);
+    } else {
+      char jid[128];
+      snprintf(jid, sizeof jid, "%s", job->id);
+      srv_ctx *waiter = es_ep_step_abort(s, job);
+      es_log(s, "worker %s: its connection closed while holding job %s (attempt %d); job failed",
+             w->id, jid, ES_JOB_MAX_ATTEMPTS);
+      if (waiter)
+        srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                         "executors disconnected %d times while evaluating job %s; it was not "
+                         "counted, retry it",
+                         ES_JOB_MAX_ATTEMPTS, jid);
+    }
+  }
+  srv_dispatch(s, &out);
+  pthread_mutex_unlock(&s->mtx);
+  srv_out_flush(&out);
+}
+
+/* nng pipe event before an executor connection is admitted (an nng thread): over ipc,
+ * a peer of another user is refused (the socket's permissions already keep them out;
+ * this also holds if the file's mode was changed). */
+void srv_exec_pipe_admit(nng_pipe p, nng_pipe_ev ev, void *arg) {
+  es_server *s = arg;
+  uint64_t uid;
+  if (ev != NNG_PIPE_EV_ADD_PRE || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
+  if (uid != (uint64_t)getuid() && uid != 0) {
+    es_log(s, "executor connection of uid %llu refused (only uid %d may run executors)",
+           (unsigned long long)uid, (int)getuid());
+    nng_pipe_close(p);
+  }
+}
+
+/* The ack rule (mtx held, timer thread): a job handed to a worker that acknowledges jobs
+ * and not acknowledged within ES_ACK_S (the worker is stopped, or its reply is stuck) is
+ * taken back and handed to another idle worker, without using one of its attempts. */
+void srv_unacked(es_server *s, double now, srv_outbox *out) {
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    es_job *job = w->job;
+    if (!job || !w->acks || w->acked || job->state != ES_JOB_RUNNING ||
+        now - job->dispatched_at < ES_ACK_S)
+      continue;
+    int other = 0; /* another worker's poll waits and can run it */
+    for (srv_ctx *c = s->net->exec.park_head; c && !other; c = c->pnext)
+      other = c->worker != w && c->worker->device &&
+              es_task_has_backend(job->task, c->worker->device->backend);
+    if (!other) continue;
+    es_jobs_detach(&s->jobs, w);
+    job->attempts--; /* never acknowledged: not an attempt */
+    es_jobs_requeue_front(&s->jobs, job);
+    es_log(s, "worker %s did not acknowledge job %s within %.0f s; job handed to another worker",
+           w->id, job->id, ES_ACK_S);
+  }
+  srv_dispatch(s, out);
+}
