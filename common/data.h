@@ -23,9 +23,11 @@ uint64_t ka_mix64(uint64_t a, uint64_t b);
 /* The counter-based input generator, shared bit for bit by the host (here) and the
  * device (ka_trusted_fill, gpuexec/backends/trusted_kernels.cu). Element i under a 64-bit key:
  * x[0..4) = Philox4x32-10 (Salmon, Moraes, Dror, Shaw, "Parallel Random Numbers: As Easy
- * as 1, 2, 3", SC 2011) of counter {i lo, i hi, 0x6b61, 0} under key {key lo, key hi};
+ * as 1, 2, 3", SC 2011) of counter {c lo, c hi, 0x6b61, 0} under key {key lo, key hi},
+ * c = i (normal: c = i / 2, both values of one Box-Muller pair from one counter);
  * u1 = ((x0 << 32 | x1) >> 11) 2^-53, u2 likewise from x2, x3; then
- *   normal (a mean, b std): a + b (sqrt(-2 ka_gen_log(1 - u1)) ka_gen_cos2pi(u2))
+ *   normal (a mean, b std): a + b (sqrt(-2 ka_gen_log(1 - u1)) ka_gen_cos2pi(w)), w = u2
+ *     for even i, |u2 - 1/4| for odd i (the sine; the subtraction is exact)
  *     (Box-Muller with our own log and cosine, so that both sides compute the same bits);
  *   uniform: a + (b - a) u1;  integers: ceil(a) + floor(u1 (floor(b) - ceil(a) + 1));
  *   KA_GEN_POISON: with r = splitmix64's finalizer of key ^ (i * 0x9e3779b97f4a7c15)
@@ -35,7 +37,7 @@ uint64_t ka_mix64(uint64_t a, uint64_t b);
 #define KA_GEN_POISON 3 /* the "distribution" of poison (ka_dist has 0..2) */
 void ka_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 /* ln x for 0 < x <= 1, and cos(2 pi u) for 0 <= u < 1, as the generator computes them
- * (relative error below 1e-15; exactly reproducible). */
+ * (relative error below 1e-13; exactly reproducible). */
 double ka_gen_log(double x);
 double ka_gen_cos2pi(double u);
 /* Element i's bits (in the low bytes) under key. */

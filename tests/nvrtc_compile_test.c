@@ -354,7 +354,7 @@ static void check_philox(void) {
     z = ka_trusted_element_host(i, 0, 1, 0, 1, 43);
     differ += z != ka_trusted_element_host(i, 0, 1, 0, 1, 42);
   }
-  /* the generator's own log and cosine against libm's */
+  /* the generator's own log and cosine against libm's (data.h: below 1e-13) */
   double worst_log = 0, worst_cos = 0;
   for (int k = 1; k <= 200000; k++) {
     double x = (double)k / 200000.0, u = (double)(k - 1) / 200000.0;
@@ -363,7 +363,7 @@ static void check_philox(void) {
     if (k < 200000 && el > worst_log) worst_log = el;
     if (ec > worst_cos) worst_cos = ec;
   }
-  check(worst_log < 1e-14 && worst_cos < 1e-14 && ka_gen_log(1.0) == 0, "generator log and cosine",
+  check(worst_log < 1e-13 && worst_cos < 1e-13 && ka_gen_log(1.0) == 0, "generator log and cosine",
         "worst relative error of log %.3g, absolute of cos %.3g", worst_log, worst_cos);
   double mean = sum / M, sd = sqrt(sq / M - mean * mean);
   check(in_range && ints && nan && differ > M - 10, "host generator",
