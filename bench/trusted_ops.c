@@ -12,7 +12,9 @@
 #include "ka_common.h"
 #include "task.h"
 
-const ka_backend_ops *ka_backend_host(void) { return NULL; } /* not built in here */
+const ka_backend_ops *ka_backend_host(void) {
+  return NULL;
+} /* not built in here */
 
 #define REPS 50
 
@@ -32,7 +34,9 @@ static double timeit(bench *bk, int (*op)(bench *)) {
   return (ka_now_s() - t0) / REPS * 1e6;
 }
 
-static int op_sync(bench *bk) { return bk->be->synchronize(bk->ctx); }
+static int op_sync(bench *bk) {
+  return bk->be->synchronize(bk->ctx);
+}
 static int op_fill_normal(bench *bk) {
   ka_fill f = {.dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 0, .b = 1, .key = 7};
   int rc = bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 0, NULL);
@@ -62,7 +66,9 @@ static int op_close(bench *bk) {
   return bk->be->close_device(bk->ctx, bk->a, bk->c, KA_DT_F32, bk->n, 1e-5, 1e-5, &poison, &bad,
                               &first);
 }
-static int op_flush(bench *bk) { return bk->be->flush_cache(bk->ctx); }
+static int op_flush(bench *bk) {
+  return bk->be->flush_cache(bk->ctx);
+}
 static int op_timer(bench *bk) {
   double ms;
   int rc = bk->be->timer_start(bk->ctx);
@@ -85,14 +91,14 @@ int main(void) {
   static const struct {
     const char *name;
     int (*op)(bench *);
-  } ops[] = {{"synchronize (idle)", op_sync},   {"fill normal + sync", op_fill_normal},
+  } ops[] = {{"synchronize (idle)", op_sync},        {"fill normal + sync", op_fill_normal},
              {"fill poison + sync", op_fill_poison}, {"fill check (read back)", op_fill_check},
-             {"checksum (read back)", op_checksum}, {"copy_device + sync", op_copy},
-             {"close (absmax + close)", op_close}, {"flush_cache", op_flush},
+             {"checksum (read back)", op_checksum},  {"copy_device + sync", op_copy},
+             {"close (absmax + close)", op_close},   {"flush_cache", op_flush},
              {"timer start/stop + sync", op_timer}};
   int64_t sizes[] = {(int64_t)1 << 24, (int64_t)1 << 26};
-  printf("%-26s %12s %12s   (us per call, %d calls, 16M and 64M fp32 elements)\n", "op",
-         "16M", "64M", REPS);
+  printf("%-26s %12s %12s   (us per call, %d calls, 16M and 64M fp32 elements)\n", "op", "16M",
+         "64M", REPS);
   double t[sizeof ops / sizeof ops[0]][2];
   for (int s = 0; s < 2; s++) {
     bk.n = sizes[s];

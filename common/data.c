@@ -407,6 +407,11 @@ static void cmp_parallel(void *(*fn)(void *), cmp_part *parts, int n) {
 
 int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
                        double rtol, ka_compare *res) {
+  return ka_compare_outputs_scaled(dt, out, ref, elems, atol, rtol, -1, res);
+}
+
+int ka_compare_outputs_scaled(ka_dtype dt, const void *out, const double *ref, int64_t elems,
+                              double atol, double rtol, double ref_max, ka_compare *res) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int64_t want = elems / KA_CMP_MIN_PER_THREAD;
   int n = (int)(want < ncpu ? want : ncpu);
@@ -421,10 +426,12 @@ int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t 
                           .hi = elems * (i + 1) / n,
                           .atol = atol,
                           .rtol = rtol};
-  cmp_parallel(cmp_scale, parts, n);
-  double scale = 0;
-  for (int i = 0; i < n; i++)
-    if (parts[i].scale > scale) scale = parts[i].scale;
+  double scale = ref_max >= 0 ? ref_max : 0;
+  if (ref_max < 0) { /* not known: a pass of its own */
+    cmp_parallel(cmp_scale, parts, n);
+    for (int i = 0; i < n; i++)
+      if (parts[i].scale > scale) scale = parts[i].scale;
+  }
   if (scale == 0) scale = 1;
   for (int i = 0; i < n; i++) parts[i].scale = scale;
   cmp_parallel(cmp_range, parts, n);

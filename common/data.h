@@ -83,4 +83,10 @@ typedef struct ka_compare {
 int ka_compare_outputs(ka_dtype dt, const void *out, const double *ref, int64_t elems, double atol,
                        double rtol, ka_compare *res);
 
+/* ka_compare_outputs with ref_max, the largest finite |ref| (>= 0), known already (the
+ * reference cache keeps it): one pass over the data instead of two. ref_max < 0: as
+ * ka_compare_outputs. Thread safe. */
+int ka_compare_outputs_scaled(ka_dtype dt, const void *out, const double *ref, int64_t elems,
+                              double atol, double rtol, double ref_max, ka_compare *res);
+
 #endif

@@ -1,7 +1,8 @@
 /* gpuexec: the executor daemon.
  *
  * Discovers the devices of each backend (through `ka-runner --discover`, so this
- * process never loads a vendor library), starts one worker thread per device, and
+ * process never loads a vendor library), starts one worker thread per evaluation slot
+ * (--jobs-per-device per GPU device, one on the host backend unless given), and
  * each worker long-polls the envserver's executor socket for jobs (pull model: an
  * executor dials the server, so executors on other hosts work the same way). */
 #include <dirent.h>

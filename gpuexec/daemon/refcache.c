@@ -211,9 +211,17 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
       e->ready = 1;
       /* a reference with NaN or Inf (a reference's own failure, e.g. its malloc) is not
        * kept for later steps: they get a new computation */
-      for (int k = 0; k < t->ntensors && !e->uncacheable; k++)
-        for (int64_t i = 0; e->ref[k] && i < e->elems[k] && !e->uncacheable; i++)
-          if (!isfinite(e->ref[k][i])) e->uncacheable = 1;
+      for (int k = 0; k < t->ntensors; k++) {
+        double m = 0;
+        for (int64_t i = 0; e->ref[k] && i < e->elems[k]; i++) {
+          double v = fabs(e->ref[k][i]);
+          if (!isfinite(v))
+            e->uncacheable = 1;
+          else if (v > m)
+            m = v;
+        }
+        e->ref_max[k] = m; /* the compare's tolerance scale, once per entry */
+      }
     }
   }
   pthread_mutex_unlock(&e->mu);

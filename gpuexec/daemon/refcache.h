@@ -32,6 +32,7 @@ typedef struct ka_refentry {
   int fd[KA_MAX_TENSORS];         /* inputs: sealed memfd; outputs: -1 */
   const void *in[KA_MAX_TENSORS]; /* inputs: read-only mapping of fd */
   double *ref[KA_MAX_TENSORS];    /* outputs: reference values (NULL until computed) */
+  double ref_max[KA_MAX_TENSORS]; /* outputs: largest finite |value| of ref (once ready) */
   int64_t elems[KA_MAX_TENSORS];
   size_t bytes[KA_MAX_TENSORS];
   size_t cost; /* bytes held: inputs and reference outputs */

@@ -640,8 +640,8 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
       ka_compare cmp;
       double atol, rtol;
       ka_task_tolerance(t, k, &atol, &rtol);
-      int ok = ka_compare_outputs(t->tensors[k].dtype, cs[i].t[k].map, cs[i].t[k].ref,
-                                  cs[i].t[k].elems, atol, rtol, &cmp);
+      int ok = ka_compare_outputs_scaled(t->tensors[k].dtype, cs[i].t[k].map, cs[i].t[k].ref,
+                                         cs[i].t[k].elems, atol, rtol, cs[i].e->ref_max[k], &cmp);
       cr->elements += cmp.elements;
       cr->mismatches += cmp.mismatches;
       if (cmp.max_abs_err > cr->max_abs_err) cr->max_abs_err = cmp.max_abs_err;
