@@ -46,7 +46,8 @@ typedef struct wk_tensor {
   const double *ref; /* outputs: reference values (the entry's) */
   size_t bytes;
   int64_t elems;
-  int owned; /* fd and map are this evaluation's (outputs) */
+  int owned;    /* fd and map are this evaluation's (outputs) */
+  int reusable; /* an output memfd that may be kept for a later evaluation (wk_out_give) */
 } wk_tensor;
 
 typedef struct wk_case {
@@ -114,12 +115,65 @@ static void wk_fail(Kernelarena__V1__Result *res, Kernelarena__V1__Status st, co
   res->message = strdup(buf);
 }
 
+/* ---- output memfds kept for reuse (issue 15): a new 256 MiB output memfd costs the
+ * runner ~0.1 s of page faults and zeroing before its trial's copy can land in it
+ * (setup of gelu's n64M case on the H200). A finished evaluation's output memfds of at
+ * most WK_OUTS_BYTES in all are kept and handed to later evaluations of the same size.
+ * What a reused one holds is never judged as a new evaluation's: the runner copies every
+ * byte of the trial's outputs over it before it reports trial_outputs, and the worker
+ * judges only then. */
+#define WK_OUTS_MAX 32
+#define WK_OUTS_BYTES ((size_t)4 << 30)
+typedef struct wk_out {
+  int fd;
+  void *map;
+  size_t len;
+} wk_out;
+static wk_out wk_outs[WK_OUTS_MAX];
+static int wk_nouts;
+static size_t wk_outs_bytes;
+static pthread_mutex_t wk_outs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* A kept output memfd of len bytes into *fd and *map (1), or 0 if none. */
+static int wk_out_take(size_t len, int *fd, void **map) {
+  int got = 0;
+  pthread_mutex_lock(&wk_outs_mu);
+  for (int i = 0; i < wk_nouts && !got; i++)
+    if (wk_outs[i].len == len) {
+      *fd = wk_outs[i].fd, *map = wk_outs[i].map;
+      wk_outs_bytes -= len;
+      wk_outs[i] = wk_outs[--wk_nouts];
+      got = 1;
+    }
+  pthread_mutex_unlock(&wk_outs_mu);
+  return got;
+}
+
+/* Keeps (fd, map) of len bytes for reuse, or frees them when the pool is full. */
+static void wk_out_give(int fd, void *map, size_t len) {
+  pthread_mutex_lock(&wk_outs_mu);
+  int keep = wk_nouts < WK_OUTS_MAX && wk_outs_bytes + len <= WK_OUTS_BYTES;
+  if (keep) {
+    wk_outs[wk_nouts++] = (wk_out){.fd = fd, .map = map, .len = len};
+    wk_outs_bytes += len;
+  }
+  pthread_mutex_unlock(&wk_outs_mu);
+  if (keep) return;
+  munmap(map, len);
+  close(fd);
+}
+
 static void wk_free_cases(const ka_exec_config *cfg, const ka_task *t, wk_case *cs, int n) {
   for (int i = 0; i < n; i++) {
     for (int k = 0; k < t->ntensors; k++) {
       wk_tensor *x = &cs[i].t[k];
       if (!x->owned) continue;
-      if (x->map && x->map != MAP_FAILED) munmap((void *)x->map, x->bytes ? x->bytes : 1);
+      size_t len = x->bytes ? x->bytes : 1;
+      if (x->fd >= 0 && x->map && x->map != MAP_FAILED && x->reusable) {
+        wk_out_give(x->fd, (void *)x->map, len);
+        continue;
+      }
+      if (x->map && x->map != MAP_FAILED) munmap((void *)x->map, len);
       if (x->fd >= 0) close(x->fd);
     }
     ka_ref_release(cfg->ref_cache, cs[i].e);
@@ -130,7 +184,7 @@ static void wk_free_cases(const ka_exec_config *cfg, const ka_task *t, wk_case *
 /* A case's tensors: its inputs (and, later, its reference) from the cache entry of
  * (task, case, seed), drawn now if it has none; fresh memfds for its outputs. */
 static int wk_prepare_case(const ka_exec_config *cfg, const ka_task *t, wk_case *wc, int case_index,
-                           uint64_t seed, char *err, size_t errlen) {
+                           uint64_t seed, int reuse, char *err, size_t errlen) {
   for (int k = 0; k < t->ntensors; k++) wc->t[k].fd = -1;
   int rc = ka_ref_acquire(cfg->ref_cache, t, case_index, seed, &wc->e, err, errlen);
   if (rc) return rc;
@@ -144,6 +198,12 @@ static int wk_prepare_case(const ka_exec_config *cfg, const ka_task *t, wk_case 
       continue;
     }
     x->owned = 1;
+    x->reusable = reuse;
+    void *kept = NULL;
+    if (reuse && wk_out_take(x->bytes ? x->bytes : 1, &x->fd, &kept)) {
+      x->map = kept;
+      continue;
+    }
     int fd = memfd_create(t->tensors[k].name, MFD_CLOEXEC);
     if (fd < 0) return ka_seterr(err, errlen, KA_ESYS, "memfd_create: %s", strerror(errno));
     /* keep shared fds above the runner's fixed descriptors (0-3) */
@@ -753,14 +813,12 @@ static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size
     if (!t->cases[i].held_out || ev->job->include_held_out) ev->cs[ev->ncases++].c = &t->cases[i];
   int rc = KA_OK;
   for (int i = 0; i < ev->ncases && rc == KA_OK; i++, ev->prepared++)
-    rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, err,
+    rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, 1, err,
                          errlen);
   if (rc) wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
   return rc;
 }
 
-/* The runner's job, packed into *buf (caller frees); share[] gets every memfd the runner
- * inherits. */
 /* ---- the build cache (issue 15 item 2): the baseline's loadable image (a CUBIN) per
  * (task, task version, backend, device architecture), built by the first runner of a
  * key and loaded by every later one instead of compiling it again (~65 ms on the H200).
@@ -828,6 +886,8 @@ static void wk_image_put(const wk_eval *ev, int fd) {
   free(data);
 }
 
+/* The runner's job, packed into *buf (caller frees); share[] gets every memfd the runner
+ * inherits. */
 static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *share, int *nshare) {
   const ka_task *t = ev->t;
   const Kernelarena__V1__Job *job = ev->job;
