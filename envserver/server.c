@@ -689,6 +689,26 @@ static void srv_cancel(es_server *s, const Kernelarena__V1__Request *rq, es_aren
     es_log(s, "episode %s: step %d cancelled", rq->cancel->episode_id, (int)resp->cancel->step);
 }
 
+/* Close: cancels the episode's step in flight (queued or running, as Cancel does; its
+ * parked request is answered CANCELLED), then closes the episode (es_ep_close). */
+static void srv_close(es_server *s, const Kernelarena__V1__Request *rq, es_arena *a,
+                      es_pb_response *resp, srv_outbox *out) {
+  Kernelarena__V1__CancelRequest cq = KERNELARENA__V1__CANCEL_REQUEST__INIT;
+  cq.episode_id = rq->close->episode_id;
+  es_pb_response cresp = KERNELARENA__V1__RESPONSE__INIT;
+  pthread_mutex_lock(&s->mtx);
+  srv_ctx *waiter = es_ep_cancel(s, &cq, a, &cresp);
+  int step = cresp.body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL ? cresp.cancel->step : 0;
+  if (waiter)
+    srv_answer_error(waiter, out, KERNELARENA__V1__ERROR_CODE__CANCELLED, 0,
+                     "episode %s was closed while step %d was in flight; it was not counted",
+                     cq.episode_id, step);
+  pthread_mutex_unlock(&s->mtx);
+  if (cresp.body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && cresp.cancel->cancelled)
+    es_log(s, "episode %s: step %d cancelled by Close", cq.episode_id, step);
+  es_ep_close(s, rq->close, a, resp);
+}
+
 static void srv_get_episode(es_server *s, const Kernelarena__V1__GetEpisodeRequest *rq, es_arena *a,
                             es_pb_response *resp) {
   Kernelarena__V1__EpisodeRecord *e;
@@ -776,7 +796,7 @@ static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *
       parked = srv_step(c, rq, &a, &resp, &out);
       break;
     case KERNELARENA__V1__REQUEST__BODY_CLOSE:
-      es_ep_close(s, rq->close, &a, &resp);
+      srv_close(s, rq, &a, &resp, &out);
       break;
     case KERNELARENA__V1__REQUEST__BODY_HEALTH:
       srv_health(s, &a, &resp);
