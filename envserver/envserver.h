@@ -421,6 +421,14 @@ void es_ep_workspace_remove(es_server *s, const char *id);
 /* Handles State (takes mtx itself). */
 void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,
                  es_pb_response *resp);
+/* ListTasks with include_prompts (mtx not held; takes it): fills ti->prompt with the
+ * prompt a Reset of t would show now at the default max_steps (the Device section from a
+ * live executor that can run t, none when there is none) and ti->files with the editable
+ * files' baseline contents, in arena memory. Returns KA_OK, or the ka_read_file error
+ * with the file named in err. Thread-safe. */
+int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__V1__TaskInfo *ti,
+                      char *err, size_t errlen);
+
 /* Cancel (mtx held): detaches the episode's in-flight job (queued or running; a job
  * whose result is being recorded is not cancelled), fills resp with CancelResponse and
  * returns the waiter of the cancelled step (to answer CANCELLED), or NULL. */

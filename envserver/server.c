@@ -568,7 +568,8 @@ static void srv_describe(es_server *s, es_arena *a, es_pb_response *resp) {
   resp->describe = d;
 }
 
-static void srv_list_tasks(es_server *s, es_arena *a, es_pb_response *resp) {
+static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest *rq, es_arena *a,
+                           es_pb_response *resp) {
   Kernelarena__V1__ListTasksResponse *lt = es_arena_alloc(a, sizeof *lt);
   kernelarena__v1__list_tasks_response__init(lt);
   const ka_registry *r = s->reg;
@@ -591,6 +592,15 @@ static void srv_list_tasks(es_server *s, es_arena *a, es_pb_response *resp) {
     ti->description = t->description ? t->description : "";
     ti->n_tags = (size_t)t->ntags;
     ti->tags = (char **)t->tags;
+    ti->case_names = es_arena_alloc(a, sizeof *ti->case_names * (size_t)(t->ncases + 1));
+    for (int c = 0; c < t->ncases; c++) ti->case_names[ti->n_case_names++] = t->cases[c].name;
+    char err[600];
+    if (rq->include_prompts && es_ep_task_prompt(s, t, a, ti, err, sizeof err)) {
+      es_log(s, "list_tasks: %s", err);
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "task %s: %s; retry", t->id,
+                     err);
+      return;
+    }
     lt->tasks[lt->n_tasks++] = ti;
   }
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS;
@@ -787,7 +797,7 @@ static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *
       srv_describe(s, &a, &resp);
       break;
     case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
-      srv_list_tasks(s, &a, &resp);
+      srv_list_tasks(s, rq->list_tasks, &a, &resp);
       break;
     case KERNELARENA__V1__REQUEST__BODY_RESET:
       es_ep_reset(s, rq->reset, &a, &resp);
