@@ -16,6 +16,8 @@ CASE:
               the status is a label in info["status"] and in Rollout.statuses
   prompts     envctl tasks --prompts and ListTasks(include_prompts): a row per task and
               seed whose prompt and files are those a Reset shows
+  text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
+  skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
 Prints "ok - ..." per check and exits 1 at the first failure (with the logs).
 """
 import asyncio
@@ -324,6 +326,87 @@ def case_prompts():
     bad = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--seeds", "0"],
                          capture_output=True, text=True)
     check(bad.returncode == 2 and "--seeds" in bad.stderr, "--seeds 0 is refused (exit 2)")
+
+
+def reply(src, words="Here is a faster version."):
+    return f"{words}\n\n```c gelu.c\n{src}```\n"
+
+
+def case_text():
+    """The text layer against the server: a GRPO-shaped group of 8 AsyncTextEpisodes of
+    one seed, model-style replies (one with no code block), 0 errors."""
+    from kernelarena.integrations.text import AsyncTextEpisode, TextEpisode
+    start_stack()
+    wait_ready_elsewhere()
+    ep = TextEpisode("host/gelu", url=URL, max_steps=2, timeout_s=120)
+    prompt = ep.reset(seed=9)
+    check("```c gelu.c" in prompt and "## How to reply" in prompt and "GELU" in prompt,
+          "the prompt text: task, current file, reply format")
+    r = ep.step("I would keep it as it is.")
+    check(not r.evaluated and r.status == "NO_FILES" and r.reward == 0.0 and not r.done and
+          "no fenced code block" in r.feedback, "a reply with no block: not evaluated, told why")
+    r = ep.step(reply(GELU))
+    check(r.evaluated and r.status == "OK" and r.reward > 1.2 and r.done and
+          "Evaluation: OK" in r.feedback and abs(r.reward - r.raw_reward / 100) < 1e-9,
+          f"the baseline in a block: OK, scaled reward {r.reward:.3f}, done")
+    ep.close()
+
+    async def group():
+        async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
+            eps = [AsyncTextEpisode("host/gelu", client=ac) for _ in range(8)]
+            prompts = await asyncio.gather(*(e.reset(seed=13) for e in eps))
+            replies = [reply(WRONG if i % 4 == 3 else GELU) for i in range(8)]
+            outs = await asyncio.gather(*(e.step(x) for e, x in zip(eps, replies)))
+            await asyncio.gather(*(e.close() for e in eps))
+            return prompts, outs
+    prompts, outs = asyncio.run(group())
+    check(len(set(prompts)) == 1, "the group of one seed shares its prompt")
+    sts = [o.status for o in outs]
+    print("     statuses", sts)
+    check(sts.count("OK") == 6 and sts.count("INCORRECT") == 2 and all(o.done for o in outs),
+          "a group of 8: 0 errors, 6 OK and 2 INCORRECT")
+    adv = kernelarena.group_advantages([o.reward for o in outs])
+    check(adv[3] < 0 < adv[0], "group advantages rank the wrong replies below")
+
+
+def case_skyrl():
+    """SkyRL-gym: skyrl_gym.make("kernelarena", ...) as SkyRL's generator calls it (init,
+    step until done, close), a GRPO-shaped group of 8 on threads, 0 errors."""
+    import concurrent.futures
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    start_stack()
+    wait_ready_elsewhere()
+    cfg = {"url": URL, "max_steps": 2, "timeout_s": 120}
+    row = json.loads(subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts",
+                                     "--server", URL, "--seed", "21"], capture_output=True,
+                                    text=True, check=True).stdout.splitlines()[0])
+
+    def trajectory(i):
+        env = skyrl_gym.make("kernelarena", env_config=cfg,
+                             extras={"task_id": row["task_id"], "seed": row["seed"]})
+        try:
+            chat, meta = env.init([{"role": "system", "content": "You write fast C."}])
+            assert chat[0]["role"] == "system" and chat[-1]["role"] == "user"
+            rewards, done, turn = [], False, 0
+            while not done:
+                text = "no code, sorry" if (i == 0 and turn == 0) else reply(GELU)
+                out = env.step(text)
+                rewards.append(out["reward"])
+                done = out["done"]
+                turn += 1
+            return rewards, out["metadata"]["status"], env.get_metrics(), chat
+        finally:
+            env.close()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        res = list(pool.map(trajectory, range(8)))
+    print("     rewards", [r[0] for r in res])
+    check(all(r[1] == "OK" for r in res), "8 trajectories, each ends OK: 0 errors")
+    check(res[0][0][0] == 0.0 and all(len(r[0]) == 2 and r[0][-1] > 1.2 for r in res),
+          "each trajectory ran its 2 turns; a reply with no code block scored 0")
+    check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
+          "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
+    check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
 
 
 def main():
