@@ -8,3 +8,7 @@ foreach(case restart pickle vector components prompts text skyrl)
                    ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} ${case})
   set_tests_properties(python_faults_${case} PROPERTIES TIMEOUT 240 LABELS python)
 endforeach()
+# The text layer without a server (reply parsing, rendering, reward scaling): fast lane.
+add_test(NAME python_text COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_text_test.py
+                                  ${CMAKE_SOURCE_DIR})
+set_tests_properties(python_text PROPERTIES TIMEOUT 30 LABELS python)
