@@ -277,26 +277,20 @@ def case_components():
     check(all(isinstance(v, float) for v in info["reward_components"].values()), "floats")
     env.close()
 
-    async def group():
-        async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
-            return await kernelarena.rollouts(ac, "host/gelu", 4, 2,
-                                              lambda ob, i: {"gelu.c": ("int x(", GELU)[i]})
-    ros = asyncio.run(group())
-    check([r.statuses for r in ros] == [["COMPILE_ERROR"], ["OK"]] and
-          sorted(ros[0].components[0]) == sorted(ros[1].components[0]),
-          "Rollout.statuses are labels, components share their keys")
-
-    def bad_policy(ob, i):
+    def policy(ob, i):
         if i == 1:
             raise RuntimeError("model server down")
-        return {"gelu.c": GELU}
+        return {"gelu.c": ("int x(", None, GELU)[i]}
 
-    async def group2():
+    async def group():
         async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
-            return await kernelarena.rollouts(ac, "nope/task", 4, 1, bad_policy) + \
-                await kernelarena.rollouts(ac, "host/gelu", 4, 3, bad_policy)
-    ros = asyncio.run(group2())
+            return await kernelarena.rollouts(ac, "nope/task", 4, 1, policy) + \
+                await kernelarena.rollouts(ac, "host/gelu", 4, 3, policy)
+    ros = asyncio.run(group())
     check(ros[0].error and "NOT_FOUND" in ros[0].error, f"unknown task: {ros[0].error}")
+    check([r.statuses for r in ros[1:]] == [["COMPILE_ERROR"], [], ["OK"]] and
+          sorted(ros[1].components[0]) == sorted(ros[3].components[0]),
+          "Rollout.statuses are labels, components share their keys")
     check(ros[1].error is None and ros[3].error is None and "model server down" in ros[2].error,
           "a failing policy ends its rollout only")
 
@@ -333,8 +327,8 @@ def reply(src, words="Here is a faster version."):
 
 
 def case_text():
-    """The text layer against the server: a GRPO-shaped group of 8 AsyncTextEpisodes of
-    one seed, model-style replies (one with no code block), 0 errors."""
+    """The text layer against the server: one TextEpisode (a reply with no code block,
+    then one with the file), and a group of 4 AsyncTextEpisodes of one seed in flight."""
     from kernelarena.integrations.text import AsyncTextEpisode, TextEpisode
     start_stack()
     wait_ready_elsewhere()
@@ -353,9 +347,9 @@ def case_text():
 
     async def group():
         async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
-            eps = [AsyncTextEpisode("host/gelu", client=ac) for _ in range(8)]
+            eps = [AsyncTextEpisode("host/gelu", client=ac) for _ in range(4)]
             prompts = await asyncio.gather(*(e.reset(seed=13) for e in eps))
-            replies = [reply(WRONG if i % 4 == 3 else GELU) for i in range(8)]
+            replies = [reply(WRONG if i == 3 else GELU) for i in range(4)]
             outs = await asyncio.gather(*(e.step(x) for e, x in zip(eps, replies)))
             await asyncio.gather(*(e.close() for e in eps))
             return prompts, outs
@@ -363,21 +357,21 @@ def case_text():
     check(len(set(prompts)) == 1, "the group of one seed shares its prompt")
     sts = [o.status for o in outs]
     print("     statuses", sts)
-    check(sts.count("OK") == 6 and sts.count("INCORRECT") == 2 and all(o.done for o in outs),
-          "a group of 8: 0 errors, 6 OK and 2 INCORRECT")
+    check(sts == ["OK", "OK", "OK", "INCORRECT"] and all(o.done for o in outs),
+          "a group of 4 in flight: 0 errors, 3 OK and 1 INCORRECT")
     adv = kernelarena.group_advantages([o.reward for o in outs])
     check(adv[3] < 0 < adv[0], "group advantages rank the wrong replies below")
 
 
 def case_skyrl():
     """SkyRL-gym: skyrl_gym.make("kernelarena", ...) as SkyRL's generator calls it (init,
-    step until done, close), a GRPO-shaped group of 8 on threads, 0 errors."""
+    step until done, close), a GRPO-shaped group of 8 of one seed on threads, 0 errors."""
     import concurrent.futures
     import skyrl_gym
     import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
     start_stack()
     wait_ready_elsewhere()
-    cfg = {"url": URL, "max_steps": 2, "timeout_s": 120}
+    cfg = {"url": URL, "max_steps": 1, "timeout_s": 120}
     row = json.loads(subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts",
                                      "--server", URL, "--seed", "21"], capture_output=True,
                                     text=True, check=True).stdout.splitlines()[0])
@@ -388,22 +382,20 @@ def case_skyrl():
         try:
             chat, meta = env.init([{"role": "system", "content": "You write fast C."}])
             assert chat[0]["role"] == "system" and chat[-1]["role"] == "user"
-            rewards, done, turn = [], False, 0
+            rewards, done = [], False
             while not done:
-                text = "no code, sorry" if (i == 0 and turn == 0) else reply(GELU)
-                out = env.step(text)
+                out = env.step(reply(WRONG if i == 7 else GELU))
                 rewards.append(out["reward"])
                 done = out["done"]
-                turn += 1
             return rewards, out["metadata"]["status"], env.get_metrics(), chat
         finally:
             env.close()
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         res = list(pool.map(trajectory, range(8)))
     print("     rewards", [r[0] for r in res])
-    check(all(r[1] == "OK" for r in res), "8 trajectories, each ends OK: 0 errors")
-    check(res[0][0][0] == 0.0 and all(len(r[0]) == 2 and r[0][-1] > 1.2 for r in res),
-          "each trajectory ran its 2 turns; a reply with no code block scored 0")
+    check([r[1] for r in res] == ["OK"] * 7 + ["INCORRECT"], "8 trajectories: 0 errors")
+    check(all(len(r[0]) == 1 for r in res) and min(r[0][0] for r in res[:7]) > 1.2 and
+          res[7][0] == [0.2], "one turn each; scaled rewards 1.2 + speedup, and 0.2 for the wrong one")
     check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
           "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
     check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
