@@ -434,10 +434,16 @@ int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__
  * returns the waiter of the cancelled step (to answer CANCELLED), or NULL. */
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
                    es_pb_response *resp);
-/* The idle reaper (mtx held): closes open episodes with nothing in flight idle for more
- * than cfg.idle_ttl_s, with reason idle_ttl. Returns their ids (caller frees each and
- * the array) for recording without mtx; *n receives the count. */
-char **es_ep_reap_idle(es_server *s, double now, int *n);
+/* Called by the reaper (mtx held) for the waiter of a step it cancelled: the parked
+ * request of step `step` of episode id, to be answered CANCELLED. */
+typedef void (*es_ep_cancelled_fn)(void *waiter, const char *id, int step, void *arg);
+/* The idle reaper (mtx held): closes open episodes idle for more than cfg.idle_ttl_s
+ * (since their last request, or since their step in flight was queued), with reason
+ * idle_ttl; a step in flight is cancelled first, as Cancel does (cancelled(waiter, ...)
+ * for its parked request, when there is one), unless its result is being recorded (that
+ * episode waits for the next pass). Returns their ids (caller frees each and the array)
+ * for recording without mtx; *n receives the count. */
+char **es_ep_reap_idle(es_server *s, double now, int *n, es_ep_cancelled_fn cancelled, void *arg);
 
 /* Handles Close (takes mtx itself; store I/O without it). */
 void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena *a,

@@ -864,11 +864,26 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
   if (ep->closed || s->cfg.idle_ttl_s <= 0)
     sr->expires_in_s = -1;
   else
-    sr->expires_in_s = ep->inflight ? s->cfg.idle_ttl_s : s->cfg.idle_ttl_s - sr->idle_s;
+    sr->expires_in_s = s->cfg.idle_ttl_s - (now - ep->last_active); /* in flight: since queued */
   if (!ep->closed) ep->last_active = ep->inflight ? ep->last_active : now;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
   resp->state = sr;
+}
+
+/* Cancels ep's step in flight, queued or running (mtx held): detaches the job, frees it
+ * and returns its waiter (NULL when none), *step the cancelled step; returns NULL with
+ * *step = 0 when nothing is in flight or its result is being recorded (too late). */
+static void *ep_cancel_inflight(es_server *s, es_episode *ep, int *step) {
+  es_job *job = ep->inflight;
+  *step = 0;
+  if (!job || job->state == ES_JOB_COMPLETING) return NULL;
+  if (job->state == ES_JOB_QUEUED)
+    es_jobs_unqueue(&s->jobs, job);
+  else
+    es_jobs_detach(&s->jobs, job->worker);
+  *step = job->step;
+  return es_ep_step_abort(s, job);
 }
 
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
@@ -883,15 +898,11 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   kernelarena__v1__cancel_response__init(cr);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
   resp->cancel = cr;
-  es_job *job = ep->inflight;
-  if (!job || job->state == ES_JOB_COMPLETING) return NULL; /* nothing, or too late */
-  if (job->state == ES_JOB_QUEUED)
-    es_jobs_unqueue(&s->jobs, job);
-  else
-    es_jobs_detach(&s->jobs, job->worker);
-  cr->cancelled = 1;
-  cr->step = job->step;
-  return es_ep_step_abort(s, job);
+  int step;
+  void *waiter = ep_cancel_inflight(s, ep, &step);
+  cr->cancelled = step > 0;
+  cr->step = step;
+  return waiter;
 }
 
 void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *a,
@@ -969,14 +980,20 @@ void es_ep_close_recorded(es_server *s, const char *id) {
   ep_evict(s, ep); /* unless a step is in flight: then when it ends */
 }
 
-char **es_ep_reap_idle(es_server *s, double now, int *n) {
+char **es_ep_reap_idle(es_server *s, double now, int *n, es_ep_cancelled_fn cancelled, void *arg) {
   *n = 0;
   if (s->cfg.idle_ttl_s <= 0) return NULL;
   char **ids = NULL;
   int cap = 0;
   for (size_t b = 0; b < s->ep_nbuckets; b++)
     for (es_episode *ep = s->ep_buckets[b]; ep; ep = ep->hnext) {
-      if (ep->closed || ep->inflight || now - ep->last_active <= s->cfg.idle_ttl_s) continue;
+      if (ep->closed || now - ep->last_active <= s->cfg.idle_ttl_s) continue;
+      if (ep->inflight) { /* in flight past the TTL since it was queued: cancelled */
+        if (ep->inflight->state == ES_JOB_COMPLETING) continue; /* being recorded */
+        int step;
+        void *waiter = ep_cancel_inflight(s, ep, &step);
+        if (waiter && cancelled) cancelled(waiter, ep->id, step, arg);
+      }
       ep->closed = 1;
       ep->close_reason = "idle_ttl";
       s->nopen--;

@@ -699,6 +699,14 @@ static void srv_cancel(es_server *s, const Kernelarena__V1__Request *rq, es_aren
     es_log(s, "episode %s: step %d cancelled", rq->cancel->episode_id, (int)resp->cancel->step);
 }
 
+/* The reaper cancelled a step in flight past the idle TTL: answers its parked request. */
+static void srv_reap_cancelled(void *waiter, const char *id, int step, void *arg) {
+  srv_answer_error(waiter, arg, KERNELARENA__V1__ERROR_CODE__CANCELLED, 0,
+                   "episode %s passed its idle TTL with step %d in flight: closed (idle_ttl); "
+                   "the step was cancelled and not counted",
+                   id, step);
+}
+
 /* Close: cancels the episode's step in flight (queued or running, as Cancel does; its
  * parked request is answered CANCELLED), then closes the episode (es_ep_close). */
 static void srv_close(es_server *s, const Kernelarena__V1__Request *rq, es_arena *a,
@@ -1365,7 +1373,7 @@ static void *srv_timer_main(void *arg) {
     if (now >= n->next_reap) {
       n->next_reap = now + SRV_TICK_S;
       int nreaped = 0;
-      char **reaped = es_ep_reap_idle(s, now, &nreaped);
+      char **reaped = es_ep_reap_idle(s, now, &nreaped, srv_reap_cancelled, &out);
       if (nreaped) {
         pthread_mutex_unlock(&s->mtx);
         double wall = ka_wall_s();
