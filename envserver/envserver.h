@@ -363,15 +363,29 @@ void es_ep_workspace_remove(es_server *s, const char *id);
 /* Handles State (takes mtx itself). */
 void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena *a,
                  es_pb_response *resp);
+/* ListTasks with include_prompts (mtx not held; takes it): fills ti->prompt with the
+ * prompt a Reset of t would show now at the default max_steps (the Device section from a
+ * live executor that can run t, none when there is none) and ti->files with the editable
+ * files' baseline contents, in arena memory. Returns KA_OK, or the ka_read_file error
+ * with the file named in err. Thread-safe. */
+int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__V1__TaskInfo *ti,
+                      char *err, size_t errlen);
+
 /* Cancel (mtx held): detaches the episode's in-flight job (queued or running; a job
  * whose result is being recorded is not cancelled), fills resp with CancelResponse and
  * returns the waiter of the cancelled step (to answer CANCELLED), or NULL. */
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
                    es_pb_response *resp);
-/* The idle reaper (mtx held): closes open episodes with nothing in flight idle for more
- * than cfg.idle_ttl_s, with reason idle_ttl. Returns their ids (caller frees each and
- * the array) for recording without mtx; *n receives the count. */
-char **es_ep_reap_idle(es_server *s, double now, int *n);
+/* Called by the reaper (mtx held) for the waiter of a step it cancelled: the parked
+ * request of step `step` of episode id, to be answered CANCELLED. */
+typedef void (*es_ep_cancelled_fn)(void *waiter, const char *id, int step, void *arg);
+/* The idle reaper (mtx held): closes open episodes idle for more than cfg.idle_ttl_s
+ * (since their last request, or since their step in flight was queued), with reason
+ * idle_ttl; a step in flight is cancelled first, as Cancel does (cancelled(waiter, ...)
+ * for its parked request, when there is one), unless its result is being recorded (that
+ * episode waits for the next pass). Returns their ids (caller frees each and the array)
+ * for recording without mtx; *n receives the count. */
+char **es_ep_reap_idle(es_server *s, double now, int *n, es_ep_cancelled_fn cancelled, void *arg);
 
 /* Handles Close (takes mtx itself; store I/O without it). */
 void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena *a,

@@ -180,37 +180,51 @@ void es_ep_workspace_remove(es_server *s, const char *id) {
     es_log(s, "episode %s: cannot remove its workspace %s", id, ws);
 }
 
-/* The observation's prompt: the task's prompt.md, the device, the rules. */
+static void ep_prompt_device(ka_sb *sb, const es_pb_device *d);
+static void ep_prompt_rules(ka_sb *sb, const ka_task *t, int max_steps);
+
+/* The observation's prompt: the task's prompt.md, the device (none when d is NULL), the
+ * rules. */
 static char *ep_prompt(const ka_task *t, const es_pb_device *d, int max_steps) {
   ka_sb sb = {0};
   ka_sb_puts(&sb, t->prompt);
   if (sb.len && sb.s[sb.len - 1] != '\n') ka_sb_puts(&sb, "\n");
-  ka_sb_puts(&sb, "\n## Device\n\n");
-  ka_sb_printf(&sb, "Your code is evaluated on: %s (backend %s, arch %s%s%s).\n",
+  if (d) ep_prompt_device(&sb, d);
+  ep_prompt_rules(&sb, t, max_steps);
+  return ka_sb_take(&sb);
+}
+
+/* The prompt's Device section: the executor's device facts. */
+static void ep_prompt_device(ka_sb *sb, const es_pb_device *d) {
+  ka_sb_puts(sb, "\n## Device\n\n");
+  ka_sb_printf(sb, "Your code is evaluated on: %s (backend %s, arch %s%s%s).\n",
                d->name && *d->name ? d->name : "unnamed device", d->backend,
                d->arch && *d->arch ? d->arch : "unknown", d->driver && *d->driver ? ", " : "",
                d->driver ? d->driver : "");
-  ka_sb_printf(&sb, "- warp size: %d threads\n", d->warp_size);
-  ka_sb_printf(&sb, "- multiprocessors: %d\n", d->multiprocessors);
+  ka_sb_printf(sb, "- warp size: %d threads\n", d->warp_size);
+  ka_sb_printf(sb, "- multiprocessors: %d\n", d->multiprocessors);
   if (d->max_threads_per_block > 0)
-    ka_sb_printf(&sb, "- max threads per block: %d\n", d->max_threads_per_block);
-  ka_sb_puts(&sb, "- memory: ");
-  ep_bytes(&sb, d->memory_bytes);
-  ka_sb_puts(&sb, "\n- L2 cache: ");
-  ep_bytes(&sb, d->l2_bytes);
-  ka_sb_puts(&sb, "\n- shared memory per block: ");
-  ep_bytes(&sb, d->shared_bytes_per_block);
+    ka_sb_printf(sb, "- max threads per block: %d\n", d->max_threads_per_block);
+  ka_sb_puts(sb, "- memory: ");
+  ep_bytes(sb, d->memory_bytes);
+  ka_sb_puts(sb, "\n- L2 cache: ");
+  ep_bytes(sb, d->l2_bytes);
+  ka_sb_puts(sb, "\n- shared memory per block: ");
+  ep_bytes(sb, d->shared_bytes_per_block);
   if (d->mem_bandwidth_gbps > 0)
-    ka_sb_printf(&sb, "\n- theoretical memory bandwidth: %.0f GB/s\n", d->mem_bandwidth_gbps);
+    ka_sb_printf(sb, "\n- theoretical memory bandwidth: %.0f GB/s\n", d->mem_bandwidth_gbps);
   else
-    ka_sb_puts(&sb, "\n- theoretical memory bandwidth: unknown\n");
-  if (d->clock_mhz > 0) ka_sb_printf(&sb, "- clock: %d MHz\n", d->clock_mhz);
+    ka_sb_puts(sb, "\n- theoretical memory bandwidth: unknown\n");
+  if (d->clock_mhz > 0) ka_sb_printf(sb, "- clock: %d MHz\n", d->clock_mhz);
+}
 
-  ka_sb_puts(&sb, "\n## Rules\n\n- You may change only ");
-  ka_sb_puts(&sb, t->neditable == 1 ? "this file: " : "these files: ");
-  for (int i = 0; i < t->neditable; i++) ka_sb_printf(&sb, "%s`%s`", i ? ", " : "", t->editable[i]);
-  ka_sb_puts(&sb, ". A step that names any other file is refused and changes nothing.\n");
-  ka_sb_printf(&sb,
+/* The prompt's Rules section: editable files, what a step does, the reward, the step limit. */
+static void ep_prompt_rules(ka_sb *sb, const ka_task *t, int max_steps) {
+  ka_sb_puts(sb, "\n## Rules\n\n- You may change only ");
+  ka_sb_puts(sb, t->neditable == 1 ? "this file: " : "these files: ");
+  for (int i = 0; i < t->neditable; i++) ka_sb_printf(sb, "%s`%s`", i ? ", " : "", t->editable[i]);
+  ka_sb_puts(sb, ". A step that names any other file is refused and changes nothing.\n");
+  ka_sb_printf(sb,
                "- Each step sends the files you changed (the others keep their current "
                "contents; at most %zu KiB per file and %zu KiB per step). Every step "
                "compiles them, runs each shown case on fresh random inputs and checks every "
@@ -219,14 +233,13 @@ static char *ep_prompt(const ka_task *t, const es_pb_device *d, int max_steps) {
                "counts). An evaluation is stopped after %.0f s.\n",
                ES_MAX_FILE_BYTES / 1024, ES_MAX_TOTAL_BYTES / 1024, es_job_warmup(), es_job_reps(),
                t->timeout_s);
-  ka_sb_puts(&sb,
+  ka_sb_puts(sb,
              "- Reward: 0 if the code does not compile; 20 if it compiles but an output is "
              "wrong, it crashes or it runs out of time; otherwise 120 + 100 x speedup, where "
              "speedup is the geometric mean over the shown cases of baseline time / your "
              "time.\n");
-  ka_sb_printf(&sb, "- The episode allows at most %d step%s.\n", max_steps,
+  ka_sb_printf(sb, "- The episode allows at most %d step%s.\n", max_steps,
                max_steps == 1 ? "" : "s");
-  return ka_sb_take(&sb);
 }
 
 static Kernelarena__V1__ResetResponse__InfoEntry *ep_rinfo(es_arena *a, const char *k,
@@ -727,6 +740,43 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
   es_job_free(job);
 }
 
+/* ---- ListTasks' prompts */
+
+int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__V1__TaskInfo *ti,
+                      char *err, size_t errlen) {
+  pthread_mutex_lock(&s->mtx);
+  ka_sb why = {0};
+  int retryable = 0;
+  const es_worker *w = ep_pick_device(s, t, ka_now_s(), &why, &retryable);
+  es_pb_device *dev = w ? es_device_to_arena(a, w->device) : NULL;
+  pthread_mutex_unlock(&s->mtx);
+  ka_sb_free(&why);
+  char *prompt = ep_prompt(t, dev, s->cfg.max_steps);
+  ti->prompt = es_arena_strdup(a, prompt);
+  free(prompt);
+  ti->files = es_arena_alloc(a, sizeof *ti->files * (size_t)(t->neditable + 1));
+  for (int i = 0; i < t->neditable; i++) {
+    char src[PATH_MAX];
+    char *data = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    int rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
+    if (rc) {
+      snprintf(err, errlen, "reading %s: %s", src, ka_strerror(rc));
+      return rc;
+    }
+    Kernelarena__V1__File *f = es_arena_alloc(a, sizeof *f);
+    kernelarena__v1__file__init(f);
+    f->path = t->editable[i];
+    f->content.len = len;
+    f->content.data = es_arena_alloc(a, len + 1);
+    memcpy(f->content.data, data, len);
+    free(data);
+    ti->files[ti->n_files++] = f;
+  }
+  return KA_OK;
+}
+
 /* ---- Close */
 
 void es_ep_close(es_server *s, const Kernelarena__V1__CloseRequest *rq, es_arena *a,
@@ -803,11 +853,26 @@ void es_ep_state(es_server *s, const Kernelarena__V1__StateRequest *rq, es_arena
   if (ep->closed || s->cfg.idle_ttl_s <= 0)
     sr->expires_in_s = -1;
   else
-    sr->expires_in_s = ep->inflight ? s->cfg.idle_ttl_s : s->cfg.idle_ttl_s - sr->idle_s;
+    sr->expires_in_s = s->cfg.idle_ttl_s - (now - ep->last_active); /* in flight: since queued */
   if (!ep->closed) ep->last_active = ep->inflight ? ep->last_active : now;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STATE;
   resp->state = sr;
+}
+
+/* Cancels ep's step in flight, queued or running (mtx held): detaches the job, frees it
+ * and returns its waiter (NULL when none), *step the cancelled step; returns NULL with
+ * *step = 0 when nothing is in flight or its result is being recorded (too late). */
+static void *ep_cancel_inflight(es_server *s, es_episode *ep, int *step) {
+  es_job *job = ep->inflight;
+  *step = 0;
+  if (!job || job->state == ES_JOB_COMPLETING) return NULL;
+  if (job->state == ES_JOB_QUEUED)
+    es_jobs_unqueue(&s->jobs, job);
+  else
+    es_jobs_detach(&s->jobs, job->worker);
+  *step = job->step;
+  return es_ep_step_abort(s, job);
 }
 
 void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_arena *a,
@@ -822,15 +887,11 @@ void *es_ep_cancel(es_server *s, const Kernelarena__V1__CancelRequest *rq, es_ar
   kernelarena__v1__cancel_response__init(cr);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_CANCEL;
   resp->cancel = cr;
-  es_job *job = ep->inflight;
-  if (!job || job->state == ES_JOB_COMPLETING) return NULL; /* nothing, or too late */
-  if (job->state == ES_JOB_QUEUED)
-    es_jobs_unqueue(&s->jobs, job);
-  else
-    es_jobs_detach(&s->jobs, job->worker);
-  cr->cancelled = 1;
-  cr->step = job->step;
-  return es_ep_step_abort(s, job);
+  int step;
+  void *waiter = ep_cancel_inflight(s, ep, &step);
+  cr->cancelled = step > 0;
+  cr->step = step;
+  return waiter;
 }
 
 void es_ep_answer_stored(es_server *s, es_ep_ask ask, const char *id, es_arena *a,
@@ -908,14 +969,20 @@ void es_ep_close_recorded(es_server *s, const char *id) {
   ep_evict(s, ep); /* unless a step is in flight: then when it ends */
 }
 
-char **es_ep_reap_idle(es_server *s, double now, int *n) {
+char **es_ep_reap_idle(es_server *s, double now, int *n, es_ep_cancelled_fn cancelled, void *arg) {
   *n = 0;
   if (s->cfg.idle_ttl_s <= 0) return NULL;
   char **ids = NULL;
   int cap = 0;
   for (size_t b = 0; b < s->ep_nbuckets; b++)
     for (es_episode *ep = s->ep_buckets[b]; ep; ep = ep->hnext) {
-      if (ep->closed || ep->inflight || now - ep->last_active <= s->cfg.idle_ttl_s) continue;
+      if (ep->closed || now - ep->last_active <= s->cfg.idle_ttl_s) continue;
+      if (ep->inflight) { /* in flight past the TTL since it was queued: cancelled */
+        if (ep->inflight->state == ES_JOB_COMPLETING) continue; /* being recorded */
+        int step;
+        void *waiter = ep_cancel_inflight(s, ep, &step);
+        if (waiter && cancelled) cancelled(waiter, ep->id, step, arg);
+      }
       ep->closed = 1;
       ep->close_reason = "idle_ttl";
       s->nopen--;

@@ -87,7 +87,8 @@ static void srv_describe(es_server *s, es_arena *a, es_pb_response *resp) {
   resp->describe = d;
 }
 
-static void srv_list_tasks(es_server *s, es_arena *a, es_pb_response *resp) {
+static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest *rq, es_arena *a,
+                           es_pb_response *resp) {
   Kernelarena__V1__ListTasksResponse *lt = es_arena_alloc(a, sizeof *lt);
   kernelarena__v1__list_tasks_response__init(lt);
   const ka_registry *r = s->reg;
@@ -110,6 +111,15 @@ static void srv_list_tasks(es_server *s, es_arena *a, es_pb_response *resp) {
     ti->description = t->description ? t->description : "";
     ti->n_tags = (size_t)t->ntags;
     ti->tags = (char **)t->tags;
+    ti->case_names = es_arena_alloc(a, sizeof *ti->case_names * (size_t)(t->ncases + 1));
+    for (int c = 0; c < t->ncases; c++) ti->case_names[ti->n_case_names++] = t->cases[c].name;
+    char err[600];
+    if (rq->include_prompts && es_ep_task_prompt(s, t, a, ti, err, sizeof err)) {
+      es_log(s, "list_tasks: %s", err);
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1, "task %s: %s; retry", t->id,
+                     err);
+      return;
+    }
     lt->tasks[lt->n_tasks++] = ti;
   }
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS;
@@ -208,6 +218,34 @@ static void srv_cancel(es_server *s, const Kernelarena__V1__Request *rq, es_aren
     es_log(s, "episode %s: step %d cancelled", rq->cancel->episode_id, (int)resp->cancel->step);
 }
 
+/* The reaper cancelled a step in flight past the idle TTL: answers its parked request. */
+static void srv_reap_cancelled(void *waiter, const char *id, int step, void *arg) {
+  srv_answer_error(waiter, arg, KERNELARENA__V1__ERROR_CODE__CANCELLED, 0,
+                   "episode %s passed its idle TTL with step %d in flight: closed (idle_ttl); "
+                   "the step was cancelled and not counted",
+                   id, step);
+}
+
+/* Close: cancels the episode's step in flight (queued or running, as Cancel does; its
+ * parked request is answered CANCELLED), then closes the episode (es_ep_close). */
+static void srv_close(es_server *s, const Kernelarena__V1__Request *rq, es_arena *a,
+                      es_pb_response *resp, srv_outbox *out) {
+  Kernelarena__V1__CancelRequest cq = KERNELARENA__V1__CANCEL_REQUEST__INIT;
+  cq.episode_id = rq->close->episode_id;
+  es_pb_response cresp = KERNELARENA__V1__RESPONSE__INIT;
+  pthread_mutex_lock(&s->mtx);
+  srv_ctx *waiter = es_ep_cancel(s, &cq, a, &cresp);
+  int step = cresp.body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL ? cresp.cancel->step : 0;
+  if (waiter)
+    srv_answer_error(waiter, out, KERNELARENA__V1__ERROR_CODE__CANCELLED, 0,
+                     "episode %s was closed while step %d was in flight; it was not counted",
+                     cq.episode_id, step);
+  pthread_mutex_unlock(&s->mtx);
+  if (cresp.body_case == KERNELARENA__V1__RESPONSE__BODY_CANCEL && cresp.cancel->cancelled)
+    es_log(s, "episode %s: step %d cancelled by Close", cq.episode_id, step);
+  es_ep_close(s, rq->close, a, resp);
+}
+
 static void srv_get_episode(es_server *s, const Kernelarena__V1__GetEpisodeRequest *rq, es_arena *a,
                             es_pb_response *resp) {
   Kernelarena__V1__EpisodeRecord *e;
@@ -286,7 +324,7 @@ static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *
       srv_describe(s, &a, &resp);
       break;
     case KERNELARENA__V1__REQUEST__BODY_LIST_TASKS:
-      srv_list_tasks(s, &a, &resp);
+      srv_list_tasks(s, rq->list_tasks, &a, &resp);
       break;
     case KERNELARENA__V1__REQUEST__BODY_RESET:
       es_ep_reset(s, rq->reset, &a, &resp);
@@ -295,7 +333,7 @@ static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *
       parked = srv_step(c, rq, &a, &resp, &out);
       break;
     case KERNELARENA__V1__REQUEST__BODY_CLOSE:
-      es_ep_close(s, rq->close, &a, &resp);
+      srv_close(s, rq, &a, &resp, &out);
       break;
     case KERNELARENA__V1__REQUEST__BODY_HEALTH:
       srv_health(s, &a, &resp);
@@ -574,7 +612,7 @@ static void *srv_timer_main(void *arg) {
     if (now >= n->next_reap) {
       n->next_reap = now + SRV_TICK_S;
       int nreaped = 0;
-      char **reaped = es_ep_reap_idle(s, now, &nreaped);
+      char **reaped = es_ep_reap_idle(s, now, &nreaped, srv_reap_cancelled, &out);
       if (nreaped) {
         pthread_mutex_unlock(&s->mtx);
         double wall = ka_wall_s();

@@ -69,7 +69,7 @@ def main() -> int:
           f"{'ADVANTAGE':>10}")
     errors = 0
     for i, (r, a) in enumerate(zip(ros, adv)):
-        status = kernelarena.STATUS_NAMES.get(r.statuses[-1], "?") if r.statuses else "ERROR"
+        status = r.statuses[-1] if r.statuses else "ERROR"
         sp = r.components[-1].get("speedup_geomean", 0.0) if r.components else 0.0
         print(f"{i:>7} {r.episode_id:<20} {status:<14} {r.total_reward:>9.2f} {sp:>8.3f} "
               f"{a:>+10.3f}" + (f"  {r.error}" if r.error else ""))

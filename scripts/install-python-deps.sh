@@ -2,7 +2,9 @@
 # Makes the virtual environment the Python tests run in (.venv, git-ignored) and installs
 # the kernelarena package's dependencies into it: protobuf, pynng, gymnasium, numpy; and
 # the official MCP Python SDK (mcp), the client of tests/agents_mcp.sh (installed here,
-# not at test time: tests download nothing).
+# not at test time: tests download nothing); and skyrl-gym 0.4.0, the SkyRL-gym package
+# that tests/python_faults_test.py (case skyrl) runs kernelarena.integrations.skyrl under
+# (about 10 s and 100 MiB here: pandas, omegaconf; docs/trainers.md).
 # Wheels in .whl/ (scripts/fetch-wheels.sh) are used first; PyPI otherwise.
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,5 +15,5 @@ FIND=""
 [ -d .whl ] && FIND="--find-links .whl"
 # shellcheck disable=SC2086
 .venv/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' 'gymnasium>=1.0' \
-  'numpy>=1.21' 'mcp==2.3.0'
-.venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__)"
+  'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0'
+.venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__)"

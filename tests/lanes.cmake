@@ -23,7 +23,8 @@
 
 set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
-    client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock)
+    client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock
+    python_text)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # timing tests with a lighter count than the full 20 + 3: agents_experiment's verdict
 # rests on a 2x difference between its two agents' kernels; 10 timed calls keep its noise
@@ -41,7 +42,8 @@ set(KA_TEST_COSTS
     validate_fixtures_fields 140 validate_fixtures 110 integrity 100 agents_run 80
     validate_host_rmsnorm 60 validate_host_row_sum 60 sandbox_faults 50 e2e_host 47
     validate_host_silu_mul 48 validate_host_gelu 40 python_client 32 agents_claude 31
-    agents_replay 31 heartbeat 27)
+    agents_replay 31 heartbeat 27 python_faults_restart 30 python_faults_components 16
+    python_faults_vector 17 python_faults_skyrl 18)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)

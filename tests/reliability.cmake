@@ -6,7 +6,8 @@
 add_library(ka_test_enospc MODULE ${CMAKE_CURRENT_LIST_DIR}/enospc_shim.c)
 target_link_libraries(ka_test_enospc PRIVATE ${CMAKE_DL_LIBS})
 foreach(case slow_reader dead_executor dead_server utf8 store_locked close_unrecorded
-             store_refused max_episodes inflight_memory cleanup exec_auth enospc)
+             store_refused max_episodes inflight_memory cleanup exec_auth enospc close_cancels
+             lease_cancels)
   add_test(NAME reliability_${case}
            COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/reliability_test.py
                    ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} ${case})

@@ -6,7 +6,7 @@ executors (pynng REQ sockets, or child processes that can be killed or stopped).
     reliability_test.py BIN_DIR SOURCE_DIR CASE
 
 CASE: slow_reader, dead_executor, dead_server, utf8, store_locked, close_unrecorded,
-store_refused, max_episodes, inflight_memory, cleanup, exec_auth, enospc. Prints "ok - ..." per check,
+store_refused, max_episodes, inflight_memory, cleanup, exec_auth, enospc, close_cancels, lease_cancels. Prints "ok - ..." per check,
 exits 1 at the first failure (with the server's log). Each case runs in under a minute.
 """
 import atexit
@@ -442,6 +442,99 @@ def case_dead_server():
                                         "the server died")
     check("connection" in outp.lower(), "envctl names the lost connection")
     e2.close()
+
+
+def wait_or_fail(wait):
+    try:
+        return wait()
+    except pynng.Timeout:
+        fail("the Step of the closed episode is still unanswered")
+
+
+def case_close_cancels():
+    """Issue 18: Close cancels the episode's step in flight, queued or running: the job is
+    never evaluated (no executor gets it, a running one is told to drop it, and the trace
+    store records no step) and the parked Step is answered CANCELLED."""
+    srv = Server()
+    # queued: the executor polled once (Reset needs a live one) and polls no more yet
+    e = Exec(srv.exec_url, "E/1/host:0", heartbeats=True)
+    e.send_poll(wait_ms=100)
+    e.recv()
+    ep = reset(srv.url)
+    wait = step_async(srv.url, ep, timeout=5)
+    time.sleep(0.3)
+    h = call(srv.url, "health", pb.HealthRequest()).health
+    check(h.queued_jobs == 1, f"the step is queued ({h.queued_jobs} queued)")
+    r = call(srv.url, "close", pb.CloseRequest(episode_id=ep))
+    check(r.WhichOneof("body") == "close" and r.close.was_open, f"Close answered: {err(r)}")
+    rs = wait_or_fail(wait)
+    check(err(rs) is not None and err(rs)[0] == "CANCELLED" and not err(rs)[2],
+          f"the parked Step was answered CANCELLED: {err(rs)}")
+    h = call(srv.url, "health", pb.HealthRequest()).health
+    check(h.queued_jobs == 0 and h.running_jobs == 0, "no job is left queued or running")
+    check(e.take(timeout=2) is None, "an executor polling after the Close gets no job")
+    g = call(srv.url, "get_episode", pb.GetEpisodeRequest(episode_id=ep))
+    check(g.WhichOneof("body") == "get_episode" and g.get_episode.episode.steps == 0 and
+          len(g.get_episode.episode.step_records) == 0,
+          "the trace store records no step of the closed episode")
+    # running: the executor holds the job when the episode is closed
+    ep2 = reset(srv.url)
+    wait = step_async(srv.url, ep2, timeout=5)
+    job = e.take(timeout=5)
+    check(job is not None, "the second episode's step reached the executor")
+    check(e.heartbeat(srv.exec_url, job.job_id), "the executor is asked to run it")
+    r = call(srv.url, "close", pb.CloseRequest(episode_id=ep2))
+    check(r.WhichOneof("body") == "close" and r.close.was_open, f"Close answered: {err(r)}")
+    rs = wait_or_fail(wait)
+    check(err(rs) is not None and err(rs)[0] == "CANCELLED",
+          f"the running Step was answered CANCELLED: {err(rs)}")
+    check(not e.heartbeat(srv.exec_url, job.job_id),
+          "the executor's next heartbeat is told the job is no longer wanted")
+    e.send_poll(ok_result(job.job_id), wait_ms=100)
+    e.recv()
+    g = call(srv.url, "get_episode", pb.GetEpisodeRequest(episode_id=ep2))
+    check(g.get_episode.episode.steps == 0 and len(g.get_episode.episode.step_records) == 0,
+          "its late result is not recorded")
+    h = call(srv.url, "health", pb.HealthRequest()).health
+    check(h.queued_jobs == 0 and h.running_jobs == 0 and h.open_episodes == 0,
+          "nothing is left queued, running or open")
+    e.close()
+
+
+def case_lease_cancels():
+    """Issue 18: an episode whose lease expires (--idle-ttl) with a step in flight, queued
+    or running, is closed (idle_ttl) and its step cancelled: never evaluated or recorded,
+    the parked Step answered CANCELLED, a running executor told to drop the job."""
+    srv = Server("--idle-ttl", "2")
+    e = Exec(srv.exec_url, "E/1/host:0", heartbeats=True)
+    e.send_poll(wait_ms=100)
+    e.recv()
+    # queued: the executor polls no more; the Step carries no deadline
+    ep = reset(srv.url)
+    t = time.time()
+    wait = step_async(srv.url, ep, timeout=8)
+    rs = wait_or_fail(wait)
+    check(err(rs) is not None and err(rs)[0] == "CANCELLED" and "idle TTL" in err(rs)[1],
+          f"the queued Step was answered CANCELLED after {time.time() - t:.1f} s: {err(rs)}")
+    st = call(srv.url, "state", pb.StateRequest(episode_id=ep)).state
+    check(st.closed and st.close_reason == "idle_ttl" and st.step == 0,
+          f"the episode is closed (idle_ttl) with no step counted ({st.close_reason}, {st.step})")
+    h = call(srv.url, "health", pb.HealthRequest()).health
+    check(h.queued_jobs == 0 and h.open_episodes == 0, "nothing is left queued or open")
+    check(e.take(timeout=1.5) is None, "an executor polling now gets no job")
+    # running: the executor holds the job and never answers
+    ep2 = reset(srv.url)
+    wait = step_async(srv.url, ep2, timeout=8)
+    job = e.take(timeout=3)
+    check(job is not None and e.heartbeat(srv.exec_url, job.job_id), "the job is running")
+    rs = wait_or_fail(wait)
+    check(err(rs) is not None and err(rs)[0] == "CANCELLED",
+          f"the running Step was answered CANCELLED: {err(rs)}")
+    check(not e.heartbeat(srv.exec_url, job.job_id), "the executor is told to drop the job")
+    g = call(srv.url, "get_episode", pb.GetEpisodeRequest(episode_id=ep2))
+    check(g.get_episode.episode.steps == 0 and not g.get_episode.episode.step_records and
+          g.get_episode.episode.close_reason == "idle_ttl", "the trace store records no step")
+    e.close()
 
 
 def _raw_reset_with(label_bytes):

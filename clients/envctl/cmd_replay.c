@@ -1,5 +1,6 @@
 /* envctl replay: re-evaluates every recorded step of an episode and prints the recorded
- * reward beside the new one, to show reproducibility on the hardware at hand.
+ * reward beside the new one, to show whether the verdicts hold on the hardware at hand
+ * (a re-measurement on fresh inputs, not a reproduction of the recorded ones).
  *
  *   envctl replay --server URL EPISODE [--timeout S]
  *

@@ -1,6 +1,11 @@
 /* envctl tasks [--server URL] [--tasks DIR]: the task table, from the task folder or
- * from a running server's ListTasks. */
+ * from a running server's ListTasks.
+ * envctl tasks --prompts [--seed S] [--seeds K]: a prompts dataset (JSONL, one row per
+ * task and seed) from ListTasks with include_prompts, of --server or of an envserver +
+ * gpuexec started for it (docs/python.md, "A prompts dataset"). */
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "envctl.h"
@@ -68,15 +73,111 @@ static int ec_tasks_remote(ka_client *c, int timeout_ms) {
   return 0;
 }
 
+/* The rows of one task in the prompts dataset, to stdout: one JSON object per seed
+ * (seed, seed + 1, ..., nseeds of them). Returns 0, or 1 when a field is not UTF-8. */
+static int ec_prompt_rows(const Kernelarena__V1__TaskInfo *t, unsigned long long seed,
+                          long nseeds) {
+  json_t *row = json_object();
+  json_object_set_new(row, "task_id", json_string(t->id));
+  json_object_set_new(row, "version", json_string(t->version));
+  json_t *prompt = json_string(t->prompt);
+  json_t *files = json_object(), *tags = json_array(), *cases = json_array();
+  int bad = !prompt;
+  for (size_t i = 0; i < t->n_files; i++) {
+    json_t *v = json_stringn((const char *)t->files[i]->content.data, t->files[i]->content.len);
+    if (!v) {
+      fprintf(stderr, "envctl: tasks: %s: %s is not UTF-8 text\n", t->id, t->files[i]->path);
+      bad = 1;
+      continue;
+    }
+    json_object_set_new(files, t->files[i]->path, v);
+  }
+  for (size_t i = 0; i < t->n_tags; i++) json_array_append_new(tags, json_string(t->tags[i]));
+  for (size_t i = 0; i < t->n_case_names; i++)
+    json_array_append_new(cases, json_string(t->case_names[i]));
+  json_object_set_new(row, "prompt", prompt ? prompt : json_null());
+  json_object_set_new(row, "files", files);
+  json_object_set_new(row, "tags", tags);
+  json_object_set_new(row, "case_names", cases);
+  for (long k = 0; !bad && k < nseeds; k++) {
+    json_object_set_new(row, "seed", json_integer((json_int_t)(seed + (unsigned long long)k)));
+    char *line = json_dumps(row, JSON_COMPACT | JSON_ENSURE_ASCII);
+    if (line) puts(line);
+    free(line);
+  }
+  json_decref(row);
+  return bad;
+}
+
+static unsigned long long ec_prompts_seed = 1;
+static long ec_prompts_nseeds = 1;
+
+/* Prints the prompts dataset of the server's tasks (ListTasks with include_prompts). */
+static int ec_tasks_prompts(ka_client *c, const ec_opts *o) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__ListTasksRequest lt = KERNELARENA__V1__LIST_TASKS_REQUEST__INIT;
+  lt.include_prompts = 1;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_LIST_TASKS;
+  req.list_tasks = &lt;
+  Kernelarena__V1__Response *r;
+  char err[512];
+  if (ka_client_call(c, &req, o->timeout_s * 1000, &r, err, sizeof err)) {
+    fprintf(stderr, "envctl: tasks: %s\n", err);
+    return 1;
+  }
+  if (r->body_case != KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS) {
+    ec_print_error("tasks", r);
+    ka_client_free_response(r);
+    return 1;
+  }
+  int rc = 0;
+  for (size_t i = 0; i < r->list_tasks->n_tasks; i++)
+    rc |= ec_prompt_rows(r->list_tasks->tasks[i], ec_prompts_seed, ec_prompts_nseeds);
+  ka_client_free_response(r);
+  fflush(stdout);
+  return rc;
+}
+
+/* Takes --prompts and --seeds K out of argv (ec_opts_parse knows neither); returns 1
+ * when --prompts was given, -1 for a bad --seeds (printed). */
+static int ec_take_prompt_opts(int *argc, char **argv) {
+  int prompts = 0, n = 0;
+  for (int i = 0; i < *argc; i++) {
+    if (!strcmp(argv[i], "--prompts")) {
+      prompts = 1;
+    } else if (!strcmp(argv[i], "--seeds") || !strncmp(argv[i], "--seeds=", 8)) {
+      const char *v = argv[i][7] == '=' ? argv[i] + 8 : (i + 1 < *argc ? argv[++i] : NULL);
+      char *end = NULL;
+      long k = v ? strtol(v, &end, 10) : 0;
+      if (!v || !*v || *end || k < 1 || k > 1000000) {
+        fprintf(stderr, "envctl: tasks: --seeds wants a count from 1 to 1000000\n");
+        return -1;
+      }
+      ec_prompts_nseeds = k;
+    } else {
+      argv[n++] = argv[i];
+    }
+  }
+  *argc = n;
+  argv[n] = NULL;
+  return prompts;
+}
+
 /* Lists the tasks of the server. */
 static int ec_tasks_server(ka_client *c, const ec_opts *o) {
   return ec_tasks_remote(c, o->timeout_s * 1000);
 }
 
 int cmd_tasks(int argc, char **argv) {
+  int prompts = ec_take_prompt_opts(&argc, argv);
+  if (prompts < 0) return 2;
   ec_opts o;
   int rc = ec_opts_parse(argc, argv, &o);
   if (rc >= 0) return rc;
+  if (prompts) {
+    if (o.has_seed) ec_prompts_seed = o.seed;
+    return ec_with_server(&o, ec_tasks_prompts);
+  }
   if (!o.server) return ec_tasks_local(o.tasks);
   return ec_with_server(&o, ec_tasks_server);
 }

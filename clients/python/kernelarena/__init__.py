@@ -15,16 +15,18 @@ import gymnasium
 
 from . import kernelarena_pb2 as pb
 from .batch import Rollout, group_advantages, rollout, rollouts
-from .client import STATUS_NAMES, AsyncClient, Client, KernelArenaError, components
+from .client import (COMPONENT_KEYS, STATUS_NAMES, AsyncClient, Client, KernelArenaError,
+                     components, status_name)
 from .env import Env
 
 __all__ = ["Env", "Client", "AsyncClient", "KernelArenaError", "evaluate", "rollout",
-           "rollouts", "group_advantages", "Rollout", "pb", "STATUS_NAMES", "components"]
+           "rollouts", "group_advantages", "Rollout", "pb", "STATUS_NAMES", "components",
+           "status_name", "COMPONENT_KEYS"]
 __version__ = "0.1.0"
 
 ENV_ID = "kernelarena/KernelArena-v0"
 if ENV_ID not in gymnasium.registry:
-    # Timings make steps nondeterministic; reset(seed) is deterministic.
+    # Timings and the timed calls' secret inputs make steps nondeterministic.
     gymnasium.register(id=ENV_ID, entry_point="kernelarena.env:Env", nondeterministic=True)
 
 

@@ -7,6 +7,12 @@ is disabled: a resent Step would be refused (docs/protocol.md, "Rules for REQ cl
 Every request carries a deadline (deadline_ms): the server abandons a Step or an
 Evaluate that has no result by then and answers DEADLINE_EXCEEDED (retryable).
 
+The socket is opened at the first call, not in the constructor, so a client made before
+a fork (gymnasium's AsyncVectorEnv makes its envs in forked workers) works in the child
+as long as no call was made before the fork: nng cannot be used in a child forked from a
+process that started it (it aborts the process: "nng is not fork-reentrant safe"); a
+client asked to do so raises KernelArenaError("FAILED_PRECONDITION") instead.
+
 A dead server is noticed at once: when the connection closes, every call waiting for
 its reply fails with KernelArenaError("UNAVAILABLE", retryable=True) instead of waiting
 out its timeout (the request may or may not have been carried out: a Step retried with
@@ -28,7 +34,8 @@ import pynng
 
 from . import kernelarena_pb2 as pb
 
-__all__ = ["Client", "AsyncClient", "KernelArenaError", "pb", "STATUS_NAMES"]
+__all__ = ["Client", "AsyncClient", "KernelArenaError", "pb", "STATUS_NAMES", "status_name",
+           "components", "COMPONENT_KEYS"]
 
 STATUS_NAMES = {v.number: v.name for v in pb.Status.DESCRIPTOR.values}
 ERROR_NAMES = {v.number: v.name for v in pb.ErrorCode.DESCRIPTOR.values}
@@ -56,9 +63,33 @@ _CONN_LOST = ("the connection to the server closed while waiting for the reply (
               "stopped or restarted); the request may or may not have been carried out")
 
 
-def _nng_error(url: str, e: Exception) -> KernelArenaError:
-    """A pynng exception as a KernelArenaError (retryable: the connection may return)."""
+def _nng_error(url: str, e: Exception, closed: bool = False) -> KernelArenaError:
+    """A pynng exception as a KernelArenaError: retryable (the connection may return),
+    except on a client that was closed (closed=True)."""
+    if closed:
+        return KernelArenaError("FAILED_PRECONDITION", f"{url}: the client is closed", False)
     return KernelArenaError("UNAVAILABLE", f"{url}: {type(e).__name__}: {e}", True)
+
+
+# The process that started nng (made the first socket), or None: a forked child of it
+# cannot use nng (see the module's docstring).
+_nng_pid: Optional[int] = None
+_nng_lock = threading.Lock()
+
+
+def nng_started_here() -> bool:
+    """True when this process (not a parent it was forked from) started nng."""
+    return _nng_pid == os.getpid()
+
+
+def _check_fork(url: str):
+    if _nng_pid is not None and _nng_pid != os.getpid():
+        raise KernelArenaError(
+            "FAILED_PRECONDITION",
+            f"{url}: this process was forked from process {_nng_pid} after that process "
+            "made a kernelarena call; nng cannot be used after such a fork. Make the first "
+            "call in the child (e.g. create Env or Client objects in the worker), or use the "
+            "'spawn' multiprocessing start method", False)
 
 
 def _files(files: Optional[Files]):
@@ -80,29 +111,69 @@ def _default_url() -> str:
 class _Base:
     def __init__(self, url: Optional[str], timeout_s: float, connect_timeout_s: float):
         self.url = url or _default_url()
+        if "://" not in self.url:
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url!r}: not a URL "
+                                   "(ipc://PATH, tcp://HOST:PORT)", False)
         self.timeout_s = float(timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
-        # -1 ms is NNG_DURATION_INFINITE: never resend.
-        self._sock = pynng.Req0(resend_time=-1, recv_max_size=256 << 20)
-        self._sock.recv_timeout = int(self.timeout_s * 1000) + 5000
-        self._sock.send_timeout = int(self.connect_timeout_s * 1000)
-        self._sock.reconnect_time_min = 50
-        self._sock.reconnect_time_max = 1000
-        # Non-blocking dial: a server that is not up yet is dialled again in the
-        # background; calls wait for it up to connect_timeout_s (the send timeout).
         self._ids = itertools.count(random.getrandbits(40) << 20)
         self._lock = threading.Lock()
+        self._sock = None  # opened by the first call (_socket)
+        self._closed = False
         # contexts waiting for a reply; closed (from a thread: not inside nng's callback)
         # when the connection goes, so the waiting call fails at once
         self._waiting: Dict[int, Any] = {}
         self._lost: set = set()
-        self._sock.add_post_pipe_remove_cb(self._pipe_removed)
+
+    def _socket(self):
+        """The REQ socket, opened and dialled on first use. Raises KernelArenaError
+        (closed client, forked process, a URL nng cannot dial)."""
+        global _nng_pid
+        with self._lock:
+            if self._closed:
+                raise _nng_error(self.url, None, closed=True)
+            if self._sock is not None:
+                return self._sock
+            _check_fork(self.url)
+            with _nng_lock:
+                if _nng_pid is None:
+                    _nng_pid = os.getpid()
+            # -1 ms is NNG_DURATION_INFINITE: never resend.
+            sock = pynng.Req0(resend_time=-1, recv_max_size=256 << 20)
+            sock.recv_timeout = int(self.timeout_s * 1000) + 5000
+            sock.send_timeout = int(self.connect_timeout_s * 1000)
+            sock.reconnect_time_min = 50
+            sock.reconnect_time_max = 1000
+            sock.add_post_pipe_remove_cb(self._pipe_removed)
+            # Non-blocking dial: a server that is not up yet is dialled again in the
+            # background; calls wait for it up to connect_timeout_s (the send timeout).
+            try:
+                sock.dial(self.url, block=False)
+            except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
+                sock.close()
+                raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                       False) from None
+            self._sock = sock
+            return sock
+
+    def _new_context(self):
+        sock = self._socket()
         try:
-            self._sock.dial(self.url, block=False)
-        except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
-            self._sock.close()
-            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
-                                   False) from None
+            return sock.new_context()
+        except pynng.NNGException as e:
+            raise _nng_error(self.url, e, self._closed) from None
+
+    def _close_socket(self):
+        """Closes the socket (idempotent; never raises). Later calls raise
+        FAILED_PRECONDITION."""
+        with self._lock:
+            self._closed = True
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except Exception:  # noqa: BLE001 - closing must not raise
+                pass
 
     def _pipe_removed(self, _pipe):
         with self._lock:
@@ -190,17 +261,14 @@ class Client(_Base):
         """Sends one request (method = the Request body's field name) and returns the
         reply body. Raises KernelArenaError (server error or timeout)."""
         rid, data = self._request(method, body, deadline_s)
-        try:
-            ctx = self._sock.new_context()
-        except pynng.NNGException as e:
-            raise _nng_error(self.url, e) from None
+        ctx = self._new_context()
         try:
             try:
                 ctx.send(data)
             except pynng.Timeout:
                 raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}", True) from None
             except pynng.NNGException as e:
-                raise _nng_error(self.url, e) from None
+                raise _nng_error(self.url, e, self._closed) from None
             self._wait_begin(rid, ctx)
             try:
                 reply = ctx.recv()
@@ -210,21 +278,24 @@ class Client(_Base):
             except pynng.NNGException as e:
                 if self._wait_end(rid):
                     raise KernelArenaError("UNAVAILABLE", _CONN_LOST, True) from None
-                raise _nng_error(self.url, e) from None
+                raise _nng_error(self.url, e, self._closed) from None
             finally:
                 self._wait_end(rid)
         finally:
             try:
                 ctx.close()
-            except pynng.NNGException:
+            except Exception:  # noqa: BLE001 - closing must not raise
                 pass
         return self._decode(rid, method, reply)
 
     def describe(self):
         return self.call("describe", pb.DescribeRequest())
 
-    def list_tasks(self):
-        return list(self.call("list_tasks", pb.ListTasksRequest()).tasks)
+    def list_tasks(self, include_prompts: bool = False):
+        """The server's TaskInfo list; include_prompts adds each task's prompt and
+        starting files (TaskInfo.prompt, .files)."""
+        return list(self.call("list_tasks", pb.ListTasksRequest(
+            include_prompts=include_prompts)).tasks)
 
     def health(self, timeout_s: float = 5.0):
         return self.call("health", pb.HealthRequest(), timeout_s)
@@ -247,7 +318,7 @@ class Client(_Base):
         """Closes an episode (idempotent: returns was_open). Without an episode id,
         closes the client's socket."""
         if episode_id is None:
-            self._sock.close()
+            self._close_socket()
             return None
         return self.call("close", pb.CloseRequest(episode_id=episode_id)).was_open
 
@@ -301,7 +372,7 @@ class Client(_Base):
         return self
 
     def __exit__(self, *exc):
-        self._sock.close()
+        self._close_socket()
 
 
 class AsyncClient(_Base):
@@ -315,17 +386,14 @@ class AsyncClient(_Base):
     async def call(self, method: str, body, deadline_s: Optional[float] = None):
         rid, data = self._request(method, body, deadline_s)
         wait = (self.timeout_s if deadline_s is None else deadline_s) + 5.0
-        try:
-            ctx = self._sock.new_context()
-        except pynng.NNGException as e:
-            raise _nng_error(self.url, e) from None
+        ctx = self._new_context()
         try:
             try:
                 await asyncio.wait_for(ctx.asend(data), self.connect_timeout_s)
             except (asyncio.TimeoutError, pynng.Timeout):
                 raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}", True) from None
             except pynng.NNGException as e:
-                raise _nng_error(self.url, e) from None
+                raise _nng_error(self.url, e, self._closed) from None
             self._wait_begin(rid, ctx)
             try:
                 reply = await asyncio.wait_for(ctx.arecv(), wait)
@@ -335,13 +403,13 @@ class AsyncClient(_Base):
             except pynng.NNGException as e:
                 if self._wait_end(rid):
                     raise KernelArenaError("UNAVAILABLE", _CONN_LOST, True) from None
-                raise _nng_error(self.url, e) from None
+                raise _nng_error(self.url, e, self._closed) from None
             finally:
                 self._wait_end(rid)
         finally:
             try:
                 ctx.close()
-            except pynng.NNGException:
+            except Exception:  # noqa: BLE001 - closing must not raise
                 pass
         return self._decode(rid, method, reply)
 
@@ -381,16 +449,43 @@ class AsyncClient(_Base):
         return await self.call("evaluate", self._evaluate_body(
             task_id, files, seed, episode_id, step, include_held_out, admin_token), deadline_s)
 
+    async def list_tasks(self, include_prompts: bool = False):
+        return list((await self.call("list_tasks", pb.ListTasksRequest(
+            include_prompts=include_prompts))).tasks)
+
     def aclose(self):
-        self._sock.close()
+        """Closes the socket (idempotent; never raises)."""
+        self._close_socket()
 
     async def __aenter__(self):
         return self
 
     async def __aexit__(self, *exc):
-        self._sock.close()
+        self._close_socket()
 
 
-def components(msg) -> Dict[str, float]:
-    """The reward components of a StepResponse / EvaluateResponse as a plain dict."""
-    return dict(msg.reward_components)
+# The scalar reward components every step reports, whatever its status (the server's
+# "status" component is left out: it is an enum, given as a label by status_name).
+COMPONENT_KEYS = ("compiled", "correct", "speedup_geomean", "flagged")
+
+
+def status_name(status: int) -> str:
+    """A Status value as its label ("OK", "COMPILE_ERROR", ...); "" for
+    STATUS_UNSPECIFIED (after a Reset)."""
+    return STATUS_NAMES.get(status, str(status)) if status else ""
+
+
+def components(msg, case_names: Iterable[str] = ()) -> Dict[str, float]:
+    """The reward components of a StepResponse / EvaluateResponse as a dict with a fixed
+    key set for every status: COMPONENT_KEYS, then speedup/<case> for every shown case
+    in case_names (TaskInfo.case_names; 0.0 where the step has none, e.g. a compile
+    error), then any other numeric component the server sent (e.g. held_out_*). The
+    status is not a component: use status_name(msg.observation.status)."""
+    raw = dict(msg.reward_components)
+    out = {k: float(raw.get(k, 0.0)) for k in COMPONENT_KEYS}
+    for c in case_names:
+        out[f"speedup/{c}"] = float(raw.get(f"speedup/{c}", 0.0))
+    for k, v in raw.items():
+        if k != "status" and k not in out:
+            out[k] = float(v)
+    return out

@@ -1,0 +1,14 @@
+# The Python client under faults and trainer-style use (issue 18): one ctest entry per
+# case of tests/python_faults_test.py (its docstring says what each checks), each against
+# a real envserver + gpuexec on the host backend. Included from tests/CMakeLists.txt; the
+# Python is KA_PYTHON_TEST (server.cmake).
+foreach(case restart pickle vector components prompts text skyrl)
+  add_test(NAME python_faults_${case}
+           COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
+                   ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} ${case})
+  set_tests_properties(python_faults_${case} PROPERTIES TIMEOUT 240 LABELS python)
+endforeach()
+# The text layer without a server (reply parsing, rendering, reward scaling): fast lane.
+add_test(NAME python_text COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_text_test.py
+                                  ${CMAKE_SOURCE_DIR})
+set_tests_properties(python_text PROPERTIES TIMEOUT 30 LABELS python)

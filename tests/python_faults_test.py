@@ -1,0 +1,429 @@
+#!/usr/bin/env python3
+"""The Python client under faults and trainer-style use (issue 18), against a real
+envserver + gpuexec on the host backend (host/gelu with small cases):
+
+    python_faults_test.py BIN_DIR SOURCE_DIR CASE
+
+CASE:
+  restart     a server restart (kill -9, same state folder) in the middle of a GRPO group
+              of 8: rollouts() loses no rollout (replayed in new episodes), Env.step raises
+              a retryable KernelArenaError (no pynng exception), cleanup raises nothing
+  pickle      KernelArenaError from a real failed call crosses multiprocessing intact
+  vector      gymnasium.make_vec(..., vectorization_mode="async") with its defaults (fork,
+              shared memory): reset and step in 2 envs; a child forked after nng was
+              started gets FAILED_PRECONDITION, not a process abort
+  components  the reward components have one key set for COMPILE_ERROR, INCORRECT and OK;
+              the status is a label in info["status"] and in Rollout.statuses
+  prompts     envctl tasks --prompts and ListTasks(include_prompts): a row per task and
+              seed whose prompt and files are those a Reset shows
+  text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
+  skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
+Prints "ok - ..." per check and exits 1 at the first failure (with the logs).
+"""
+import asyncio
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients",
+                                "python"))
+
+import gymnasium  # noqa: E402
+
+import kernelarena  # noqa: E402
+from kernelarena import KernelArenaError  # noqa: E402
+
+T0 = time.monotonic()
+PROCS = {}
+# set by main (a spawned multiprocessing worker imports this file without running it)
+BIN = SRC = CASE = WORK = TASKS = STATE = URL = GELU = WRONG = ""
+
+
+def logs():
+    for name in ("server.log", "gpuexec.log"):
+        try:
+            sys.stdout.write(f"---- {name}\n" + open(os.path.join(WORK, name)).read()[-5000:])
+        except OSError:
+            pass
+
+
+def check(cond, what):
+    if not cond:
+        print("FAIL -", what, flush=True)
+        logs()
+        sys.exit(1)
+    print(f"ok   - [{time.monotonic() - T0:5.1f} s] {what}", flush=True)
+
+
+def make_tasks():
+    tasks = os.path.join(WORK, "tasks")
+    os.makedirs(os.path.join(tasks, "host"))
+    dst = os.path.join(tasks, "host", "gelu")
+    shutil.copytree(os.path.join(SRC, "tasks", "host", "gelu"), dst)
+    ty = os.path.join(dst, "task.yaml")
+    y = open(ty).read()
+    y = y.replace("n: 1048576}", "n: 65536}").replace("n: 2097152}", "n: 131072}")
+    y = y.replace("n: 1000003}", "n: 65537}")
+    open(ty, "w").write("\n".join("timeout_s: 300" if ln.startswith("timeout_s:") else ln
+                                  for ln in y.split("\n")))
+    return tasks
+
+
+
+
+def start_server():
+    log = open(os.path.join(WORK, "server.log"), "a")
+    PROCS["server"] = subprocess.Popen([os.path.join(BIN, "envserver"), "--state", STATE,
+                                        "--tasks", TASKS], stderr=log, stdout=log)
+
+
+def start_stack():
+    start_server()
+    log = open(os.path.join(WORK, "gpuexec.log"), "a")
+    os.makedirs(os.path.join(WORK, "tmp"), exist_ok=True)
+    PROCS["gpuexec"] = subprocess.Popen(
+        [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
+         "--backends", "host"], stderr=log, stdout=log,
+        env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+
+
+def wait_ready_elsewhere(timeout=60):
+    """Waits for a live executor from a child process: this one must not start nng."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import kernelarena; "
+            "kernelarena.Client(sys.argv[2]).wait_ready(timeout_s=float(sys.argv[3]))")
+    r = subprocess.run([sys.executable, "-c", code, os.path.join(SRC, "clients", "python"), URL,
+                        str(timeout)])
+    check(r.returncode == 0, "the server and an executor are up")
+
+
+def stop_all():
+    for p in PROCS.values():
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    if not os.environ.get("KA_KEEP_TMP"):
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def baseline_policy(ob, i):
+    return {"gelu.c": GELU}
+
+
+# ---------------------------------------------------------------- cases
+
+def case_restart():
+    start_stack()
+    wait_ready_elsewhere()
+    c = kernelarena.Client(URL, timeout_s=120)
+    env = kernelarena.Env("host/gelu", url=URL, timeout_s=120)
+    env.reset(seed=5)
+    killed = threading.Event()
+
+    def killer():
+        # once 3 rollouts of the group are done (their episodes closed) and the others'
+        # steps are queued or running: kill -9 and restart
+        end, seen = time.time() + 60, False
+        while time.time() < end:
+            try:
+                h = c.health(timeout_s=2)
+                seen = seen or h.open_episodes >= 8
+                if seen and h.queued_jobs + h.running_jobs >= 1 and h.open_episodes <= 5:
+                    break
+            except KernelArenaError:
+                pass
+            time.sleep(0.05)
+        PROCS["server"].kill()
+        PROCS["server"].wait()
+        killed.set()
+        time.sleep(0.5)
+        start_server()
+
+    async def group():
+        async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
+            return await kernelarena.rollouts(ac, "host/gelu", 11, 8, baseline_policy)
+
+    th = threading.Thread(target=killer)
+    th.start()
+    t = time.monotonic()
+    ros = asyncio.run(group())
+    th.join()
+    check(killed.is_set(), "the server was killed and restarted during the group")
+    errs = [r.error for r in ros if r.error]
+    print(f"     group of 8 in {time.monotonic() - t:.1f} s; episodes per rollout:",
+          [r.episodes for r in ros])
+    check(not errs, f"no rollout lost across the restart: {errs}")
+    check(all(r.statuses == ["OK"] and r.rewards[0] > 120 for r in ros),
+          "every rollout has its step, OK")
+    check(any(r.episodes > 1 for r in ros) and any(r.episodes == 1 for r in ros),
+          "rollouts done before the restart kept their episode; the others were replayed")
+    # Env.step on an episode of the dead server: a KernelArenaError, never pynng's
+    try:
+        env.step({"gelu.c": GELU})
+        check(False, "a step on an episode of the killed server answered")
+    except KernelArenaError as e:
+        check(e.code in ("FAILED_PRECONDITION", "UNAVAILABLE"),
+              f"Env.step after the restart: KernelArenaError {e.code}")
+    except Exception as e:  # noqa: BLE001
+        check(False, f"Env.step raised {type(e).__name__}: {e}")
+    env.close()
+    env.close()
+    check(True, "Env.close after the restart raises nothing (twice)")
+    # a killed server mid-step: the error is retryable and the cleanup quiet
+    ep = c.reset("host/gelu", seed=1).episode_id
+    out = {}
+
+    def step():
+        try:
+            c.step(ep, 0, {"gelu.c": GELU})
+            out["r"] = "reply"
+        except Exception as e:  # noqa: BLE001
+            out["r"] = e
+    th = threading.Thread(target=step)
+    th.start()
+    time.sleep(0.05)
+    PROCS["server"].kill()
+    th.join(20)
+    x = out.get("r")
+    check(x == "reply" or (isinstance(x, KernelArenaError) and x.retryable),
+          f"Client.step as the server dies: {type(x).__name__}: {x}")
+    c.close()
+    try:
+        c.health()
+        check(False, "a closed client answered")
+    except KernelArenaError as e:
+        check(e.code == "FAILED_PRECONDITION" and not e.retryable,
+              "a call on a closed client: FAILED_PRECONDITION, not retryable")
+
+
+def _fail_call(url):
+    kernelarena.Client(url, timeout_s=1, connect_timeout_s=0.5).health(timeout_s=0.5)
+
+
+def case_pickle():
+    url = f"ipc://{WORK}/nobody.ipc"
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        try:
+            pool.apply(_fail_call, (url,))
+            check(False, "a call to no server succeeded")
+        except KernelArenaError as e:
+            check(e.code == "UNAVAILABLE" and e.retryable and url in e.message,
+                  f"the worker's KernelArenaError arrived intact: {e}")
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        try:
+            pool.apply(_fail_call, ("no-scheme",))
+        except KernelArenaError as e:
+            check(e.code == "INVALID_ARGUMENT" and not e.retryable,
+                  f"and from a forked worker: {e.code}")
+
+
+def case_vector():
+    start_stack()
+    wait_ready_elsewhere()
+    envs = gymnasium.make_vec("kernelarena/KernelArena-v0", num_envs=2,
+                              vectorization_mode="async", task_id="host/gelu", url=URL,
+                              max_steps=2, timeout_s=120)
+    check(isinstance(envs, gymnasium.vector.AsyncVectorEnv), "make_vec built an AsyncVectorEnv")
+    obs, infos = envs.reset(seed=3)
+    print("     prompt:", repr(obs["prompt"][0][:60]), "steps", obs["step"])
+    check(list(obs["step"]) == [0, 0] and all("GELU" in p for p in obs["prompt"]),
+          "both envs reset")
+    obs, rew, term, trunc, infos = envs.step({"gelu.c": (GELU, WRONG)})
+    print("     rewards", list(rew), "statuses", list(infos["status"]))
+    check(rew[0] > 120 and list(obs["status"]) == list(infos["status"]) and
+          infos["status"][0] == "OK", "env 0 stepped: the baseline is OK")
+    check(infos["status"][1] in ("INCORRECT", "COMPILE_ERROR", "OK"), "env 1 stepped")
+    envs.close()
+    check(True, "closed")
+    # nng started here: a child forked now is refused with a clear error
+    kernelarena.Client(URL).health()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            kernelarena.Client(URL).health()
+            os._exit(3)
+        except KernelArenaError as e:
+            os._exit(0 if e.code == "FAILED_PRECONDITION" and "fork" in e.message else 4)
+        except BaseException:
+            os._exit(5)
+    _, st = os.waitpid(pid, 0)
+    check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0,
+          f"a child forked after nng started: FAILED_PRECONDITION (status {st})")
+
+
+def case_components():
+    start_stack()
+    wait_ready_elsewhere()
+    env = kernelarena.Env("host/gelu", url=URL, max_steps=3, timeout_s=120)
+    env.reset(seed=2)
+    keys, statuses = [], []
+    for src in ("int main(", WRONG, GELU):
+        _, _, _, _, info = env.step({"gelu.c": src})
+        keys.append(sorted(info["reward_components"]))
+        statuses.append(info["status"])
+    print("     statuses", statuses, "keys", keys[0])
+    check(statuses == ["COMPILE_ERROR", "INCORRECT", "OK"], "status labels")
+    check(keys[0] == keys[1] == keys[2], "one key set for every status")
+    check("status" not in keys[0] and {"compiled", "correct", "speedup_geomean", "flagged",
+                                       "speedup/n1M", "speedup/n2M"} <= set(keys[0]),
+          "the key set: compiled, correct, speedup_geomean, flagged, speedup/<case>")
+    check(all(isinstance(v, float) for v in info["reward_components"].values()), "floats")
+    env.close()
+
+    def policy(ob, i):
+        if i == 1:
+            raise RuntimeError("model server down")
+        return {"gelu.c": ("int x(", None, GELU)[i]}
+
+    async def group():
+        async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
+            return await kernelarena.rollouts(ac, "nope/task", 4, 1, policy) + \
+                await kernelarena.rollouts(ac, "host/gelu", 4, 3, policy)
+    ros = asyncio.run(group())
+    check(ros[0].error and "NOT_FOUND" in ros[0].error, f"unknown task: {ros[0].error}")
+    check([r.statuses for r in ros[1:]] == [["COMPILE_ERROR"], [], ["OK"]] and
+          sorted(ros[1].components[0]) == sorted(ros[3].components[0]),
+          "Rollout.statuses are labels, components share their keys")
+    check(ros[1].error is None and ros[3].error is None and "model server down" in ros[2].error,
+          "a failing policy ends its rollout only")
+
+
+def case_prompts():
+    start_stack()
+    wait_ready_elsewhere()
+    out = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--server", URL,
+                          "--seed", "7", "--seeds", "3"], capture_output=True, text=True)
+    check(out.returncode == 0, f"envctl tasks --prompts: exit {out.returncode} {out.stderr}")
+    rows = [json.loads(ln) for ln in out.stdout.splitlines()]
+    check(len(rows) == 3 and [r["seed"] for r in rows] == [7, 8, 9] and
+          all(r["task_id"] == "host/gelu" for r in rows), "one row per task and seed")
+    r0 = rows[0]
+    check(r0["files"] == {"gelu.c": GELU} and r0["tags"] and r0["case_names"] == ["n1M", "n2M"],
+          "files, tags and case names")
+    with kernelarena.Client(URL, timeout_s=120) as c:
+        rs = c.reset("host/gelu", seed=7)
+        check(rs.observation.prompt == r0["prompt"], "the prompt is the one a Reset shows")
+        ti = [t for t in c.list_tasks(include_prompts=True) if t.id == "host/gelu"][0]
+        check(ti.prompt == r0["prompt"] and {f.path: f.content.decode() for f in ti.files} ==
+              r0["files"], "ListTasks(include_prompts) carries the same")
+        plain = c.list_tasks()[0]
+        check(plain.prompt == "" and not plain.files and list(plain.case_names) == ["n1M", "n2M"],
+              "without include_prompts: case names only")
+        c.close(rs.episode_id)
+    bad = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--seeds", "0"],
+                         capture_output=True, text=True)
+    check(bad.returncode == 2 and "--seeds" in bad.stderr, "--seeds 0 is refused (exit 2)")
+
+
+def reply(src, words="Here is a faster version."):
+    return f"{words}\n\n```c gelu.c\n{src}```\n"
+
+
+def case_text():
+    """The text layer against the server: one TextEpisode (a reply with no code block,
+    then one with the file), and a group of 4 AsyncTextEpisodes of one seed in flight."""
+    from kernelarena.integrations.text import AsyncTextEpisode, TextEpisode
+    start_stack()
+    wait_ready_elsewhere()
+    ep = TextEpisode("host/gelu", url=URL, max_steps=2, timeout_s=120)
+    prompt = ep.reset(seed=9)
+    check("```c gelu.c" in prompt and "## How to reply" in prompt and "GELU" in prompt,
+          "the prompt text: task, current file, reply format")
+    r = ep.step("I would keep it as it is.")
+    check(not r.evaluated and r.status == "NO_FILES" and r.reward == 0.0 and not r.done and
+          "no fenced code block" in r.feedback, "a reply with no block: not evaluated, told why")
+    r = ep.step(reply(GELU))
+    check(r.evaluated and r.status == "OK" and r.reward > 1.2 and r.done and
+          "Evaluation: OK" in r.feedback and abs(r.reward - r.raw_reward / 100) < 1e-9,
+          f"the baseline in a block: OK, scaled reward {r.reward:.3f}, done")
+    ep.close()
+
+    async def group():
+        async with kernelarena.AsyncClient(URL, timeout_s=120) as ac:
+            eps = [AsyncTextEpisode("host/gelu", client=ac) for _ in range(4)]
+            prompts = await asyncio.gather(*(e.reset(seed=13) for e in eps))
+            replies = [reply(WRONG if i == 3 else GELU) for i in range(4)]
+            outs = await asyncio.gather(*(e.step(x) for e, x in zip(eps, replies)))
+            await asyncio.gather(*(e.close() for e in eps))
+            return prompts, outs
+    prompts, outs = asyncio.run(group())
+    check(len(set(prompts)) == 1, "the group of one seed shares its prompt")
+    sts = [o.status for o in outs]
+    print("     statuses", sts)
+    check(sts == ["OK", "OK", "OK", "INCORRECT"] and all(o.done for o in outs),
+          "a group of 4 in flight: 0 errors, 3 OK and 1 INCORRECT")
+    adv = kernelarena.group_advantages([o.reward for o in outs])
+    check(adv[3] < 0 < adv[0], "group advantages rank the wrong replies below")
+
+
+def case_skyrl():
+    """SkyRL-gym: skyrl_gym.make("kernelarena", ...) as SkyRL's generator calls it (init,
+    step until done, close), a GRPO-shaped group of 8 of one seed on threads, 0 errors."""
+    import concurrent.futures
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    start_stack()
+    wait_ready_elsewhere()
+    cfg = {"url": URL, "max_steps": 1, "timeout_s": 120}
+    row = json.loads(subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts",
+                                     "--server", URL, "--seed", "21"], capture_output=True,
+                                    text=True, check=True).stdout.splitlines()[0])
+
+    def trajectory(i):
+        env = skyrl_gym.make("kernelarena", env_config=cfg,
+                             extras={"task_id": row["task_id"], "seed": row["seed"]})
+        try:
+            chat, meta = env.init([{"role": "system", "content": "You write fast C."}])
+            assert chat[0]["role"] == "system" and chat[-1]["role"] == "user"
+            rewards, done = [], False
+            while not done:
+                out = env.step(reply(WRONG if i == 7 else GELU))
+                rewards.append(out["reward"])
+                done = out["done"]
+            return rewards, out["metadata"]["status"], env.get_metrics(), chat
+        finally:
+            env.close()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        res = list(pool.map(trajectory, range(8)))
+    print("     rewards", [r[0] for r in res])
+    check([r[1] for r in res] == ["OK"] * 7 + ["INCORRECT"], "8 trajectories: 0 errors")
+    check(all(len(r[0]) == 1 for r in res) and min(r[0][0] for r in res[:7]) > 1.2 and
+          res[7][0] == [0.2], "one turn each; scaled rewards 1.2 + speedup, and 0.2 for the wrong one")
+    check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
+          "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
+    check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
+
+
+def main():
+    global BIN, SRC, CASE, WORK, TASKS, STATE, URL, GELU, WRONG
+    BIN, SRC, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    cases = {k[len("case_"):]: v for k, v in globals().items() if k.startswith("case_")}
+    if CASE not in cases:
+        print("unknown case; one of:", ", ".join(cases))
+        sys.exit(2)
+    WORK = tempfile.mkdtemp(prefix="ka-pyfault-")
+    GELU = open(os.path.join(SRC, "tasks", "host", "gelu", "baseline", "gelu.c")).read()
+    WRONG = GELU.replace("(0.5 * v", "(0.49 * v")  # compiles, every output is wrong
+    TASKS = make_tasks()
+    STATE = os.path.join(WORK, "state")
+    URL = f"ipc://{STATE}/env.ipc"
+    try:
+        cases[CASE]()
+        print(f"# {CASE}: all checks passed")
+    finally:
+        stop_all()
+
+
+if __name__ == "__main__":
+    main()
