@@ -490,18 +490,19 @@ static int rn_sum_input(rn_cx *x, int q, int i, uint64_t *sum) {
  * implementations zeroed, each input drawn for call q, each output poisoned for call q.
  * The trial (q RN_TRIAL) gets the worker's inputs (drawn again on the device path, or
  * copied in and checksummed). */
-static int rn_stage_for(rn_cx *x, int q, int inputs, int w);
+static int rn_stage_for(rn_cx *x, int q, int inputs);
 static int rn_stage(rn_cx *x, int q) {
-  return rn_stage_for(x, q, 1, -1);
+  return rn_stage_for(x, q, 1);
 }
 
-/* rn_stage for a call of impl w (-1: either). With inputs 0 (the device path) the inputs
+/* rn_stage, and with inputs 0 (the device path) the inputs
  * are left as they are: they hold call q's draws already (the call before, of the same
- * q, was the baseline's or had its inputs checked unchanged after it). On the device
- * path the baseline's outputs are not poisoned: it writes every element (a task's
- * baseline must), and nothing of the candidate runs between its call and the compare
- * that uses them; the candidate's always are. */
-static int rn_stage_for(rn_cx *x, int q, int inputs, int w) {
+ * q, was the baseline's or had its inputs checked unchanged after it). Both
+ * implementations' outputs are poisoned alike: without the poison write before the
+ * baseline's calls (tried in 9b4988c) its timed calls were measured after other work
+ * than the candidate's, and the baseline against itself read 1.002 at the median on
+ * gelu n16M (7 of 10 steps within 0.3%, docs/benchmarks/2026-12-01-h200-concurrency.md). */
+static int rn_stage_for(rn_cx *x, int q, int inputs) {
   rn_state *s = x->s;
   int rc = KA_OK;
   /* both implementations' scratch: what the baseline left in its own (it may run just
@@ -512,7 +513,6 @@ static int rn_stage_for(rn_cx *x, int q, int inputs, int w) {
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) {
     int in = rn_is_input(x, i);
     if (in && !inputs && x->dev && q != RN_TRIAL) continue;
-    if (!in && w == 0 && x->dev && q != RN_TRIAL) continue;
     if (q == RN_TRIAL && in && x->dev && x->trial_drawn) {
       ka_fill f = x->in_fill[i];
       f.key = rn_in_key(x, q, i);
@@ -680,7 +680,7 @@ static int rn_verify_call(rn_cx *x, int r, int slot, int fresh) {
    * baseline runs again on call q's inputs, which on the device path, right after the
    * rep, still hold them (checked unchanged after the candidate's call). */
   if (!fresh) {
-    rc = rn_stage_for(x, q, !(x->dev && !x->kept), 0);
+    rc = rn_stage_for(x, q, !(x->dev && !x->kept));
     if (rc) return rn_fault(x, rc, "staging a verification run");
     if ((rc = rn_run(x, 0)) != KA_OK) return rn_fault(x, rc, "the baseline's verification run");
     if ((rc = rn_after_call(x, 0, q, "a verification run")) != KA_OK) return rc;
@@ -773,7 +773,7 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now, int inputs) {
   rn_state *s = x->s;
   int r = q - x->warm;
   double tp = ka_now_s();
-  int rc = rn_stage_for(x, q, inputs, w);
+  int rc = rn_stage_for(x, q, inputs);
   x->ph_stage += ka_now_s() - tp;
   /* the flush and the call alone on the device (devlock.h) */
   if (rc == KA_OK && ka_devlock_exclusive(&s->lock) != KA_OK)
