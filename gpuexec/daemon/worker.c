@@ -1494,6 +1494,7 @@ typedef struct wk_devslot {
   pthread_rwlock_t rw;
   int m, t; /* the device lock's files (-1: none could be made) */
   int inflight;
+  unsigned long starts; /* evaluations started on the device, ever */
 } wk_devslot;
 static wk_devslot wk_devs[WK_POOL_MAX];
 static int wk_ndevs;
@@ -1569,10 +1570,14 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   pthread_rwlock_rdlock(&d->rw);
   pthread_mutex_lock(&wk_devs_mu);
   int others = d->inflight++;
+  unsigned long started = ++d->starts;
   pthread_mutex_unlock(&wk_devs_mu);
   wk_evaluate_once(cfg, dev, job, res);
+  /* others in flight at some time during this one: at its start, at its end, or started
+   * (and maybe ended) in between */
   pthread_mutex_lock(&wk_devs_mu);
-  if (d->inflight > others + 1) others = d->inflight - 1;
+  if (d->inflight - 1 > others) others = d->inflight - 1;
+  if (d->starts != started && others == 0) others = 1;
   d->inflight--;
   pthread_mutex_unlock(&wk_devs_mu);
   pthread_rwlock_unlock(&d->rw);
