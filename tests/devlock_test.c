@@ -1,4 +1,4 @@
-/* The device lock (gpuexec/devlock.h), across processes as runners use it:
+/* The device lock (gpuexec/runner/devlock.h), across processes as runners use it:
  * - exclusion: processes taking it shared and exclusive at random never see an exclusive
  *   hold overlap any other hold, and shared holds do overlap each other;
  * - precedence: a shared request made while an exclusive one waits is served after it;

@@ -173,10 +173,10 @@ struct ka_backend_ctx {
   int cmp_rc;            /* the failure's ka_err */
   struct ka_module *cmp; /* loaded module */
   void *cmp_host;        /* CUDA_CMP_AREA bytes of page-locked host memory the result area
-                            is read back through (a small copy to pageable memory costs
-                            ~15 us more, bench/trusted_ops.c), or NULL (pageable then).
-                            Device kernels could reach it, but each read-back overwrites
-                            what it reads, and no submitted code runs before it is read */
+                            is read back through, or NULL (pageable then). Device kernels
+                            could reach it, but each read-back overwrites what it reads,
+                            no submitted code runs before it is read, and it is cleared
+                            after (as the device's area is) */
   CUdeviceptr cmp_flag;  /* CUDA_CMP_AREA bytes: [0,4) 1 if a compare or fill check saw a
                             difference, [8,16) the checksum of checksum_device, [16,24)
                             close_device's largest magnitude, [24,40) its count and first
@@ -1302,7 +1302,12 @@ static int cuda_trusted_result(ka_backend_ctx *ctx, size_t off, void *dst, size_
   cr = cuda_drv.f.StreamSynchronize(ctx->stream);
   if (cr != CUDA_SUCCESS)
     return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize(%s)", what);
-  if (via != dst) memcpy(dst, via, bytes);
+  if (via != dst) memcpy(dst, via, bytes), memset(via, 0, bytes);
+  /* nothing of a result stays where a later kernel of the candidate could read it (a
+   * staged input's checksum, say): cleared on the stream, before anything after it */
+  cr = cuda_drv.f.MemsetD32Async(ctx->cmp_flag + off, 0, (bytes + 3) / 4, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD32Async(%s)", what);
   return KA_OK;
 }
 

@@ -354,8 +354,9 @@ static void gx_usage(FILE *f) {
           "  --jobs-per-device N  evaluations in flight per device (1 to %d; default %d on\n"
           "                   GPUs, 1 on the host backend unless given); timed calls still\n"
           "                   run alone on the device (docs/integrity.md)\n"
-          "  --call-limit S   one call of the candidate on a GPU may run this many seconds\n"
-          "                   (default %g; past it the step is TIMEOUT; 0: only the deadline)\n"
+          "  --call-limit S   one call of the candidate on a GPU (or on a shared host) may run\n"
+          "                   this many seconds (default %g; past it the step is TIMEOUT; 0: only\n"
+          "                   the deadline)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
           GX_CALL_LIMIT_S);
@@ -477,6 +478,7 @@ int main(int argc, char **argv) {
                         .ref_cache = ka_refcache_new((size_t)ref_mb << 20),
                         .pool = pool,
                         .jobs_per_device = per_device,
+                        .host_slots = per_device_given ? per_device : 1,
                         .call_limit_s = call_limit};
   if (!cfg.ref_cache) {
     fprintf(stderr, "gpuexec: out of memory\n");

@@ -31,6 +31,8 @@ typedef struct ka_exec_config {
                           the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
   int jobs_per_device; /* evaluations in flight per GPU device (gpuexec --jobs-per-device;
                           worker.c, devlock.h); <= 1: one at a time */
+  int host_slots;      /* the same for the host backend's device: 1 unless
+                          --jobs-per-device was given */
   double call_limit_s; /* one call of the candidate on a GPU past this is its TIMEOUT
                           (RunnerJob.call_limit_s; gpuexec --call-limit; 0: none) */
   int fixed_inputs;    /* ka-validate only: inputs from the job's seed alone (no per-evaluation

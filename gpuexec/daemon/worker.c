@@ -333,8 +333,19 @@ void ka_kill_runners(void) {
 typedef struct wk_child {
   pid_t pid, runner;
   int in_fd, out_fd, err_fd, st_fd; /* our ends: job in, result out, stderr, report */
+  /* the runner's device lock descriptions (devlock.h), kept open here until the runner is
+   * reaped, so that a runner that dies holding the lock keeps it until its context is gone
+   * with its process (flock belongs to the description); -1 if none */
+  int lock_m, lock_t;
   ka_sandbox_report report;
 } wk_child;
+
+/* Closes the runner's lock descriptions kept in ch (after it was reaped). */
+static void wk_close_lock(wk_child *ch) {
+  if (ch->lock_m >= 0) close(ch->lock_m);
+  if (ch->lock_t >= 0) close(ch->lock_t);
+  ch->lock_m = ch->lock_t = -1;
+}
 
 /* AddressSanitizer reserves terabytes of shadow address space at start, which no
  * RLIMIT_AS that still stops a memory hog allows: a build with ASan (-DKA_SANITIZER=
@@ -424,6 +435,7 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
   close(pin[0]), close(pres[1]), close(perr[1]), close(pst[1]);
   ch->pid = pid;
   ch->runner = 0;
+  ch->lock_m = ch->lock_t = -1;
   ch->in_fd = pin[1];
   ch->out_fd = pres[0];
   ch->err_fd = perr[0];
@@ -542,6 +554,7 @@ static int wk_collect(wk_child *ch, const uint8_t *job, size_t jlen, double dead
     while (waitpid(ch->pid, &sst, 0) < 0 && errno == EINTR) {
     }
   wk_track(ch->pid, 0);
+  wk_close_lock(ch);
   close(ch->out_fd);
   close(ch->err_fd);
   close(ch->st_fd);
@@ -667,8 +680,9 @@ static void wk_baseline_check(const ka_task *t, const Kernelarena__V1__Device *d
       continue;
     char flag[256];
     snprintf(flag, sizeof flag,
-             "the baseline's median %.4f ms disagrees with its history on this device (median "
-             "%.4f ms): a measurement fault",
+             "the baseline's median %.4f ms " KA_FLAG_HISTORY
+             " (median %.4f ms): a measurement "
+             "fault",
              cr->baseline_ms, hist);
     wk_free_str(cr->flag);
     cr->flag = strdup(flag);
@@ -827,9 +841,10 @@ static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size
  * seal is not taken. It lives in this process's memory only: nothing on disk that
  * another process could change. */
 #define WK_IMAGES_MAX 128
-#define WK_IMAGE_MAX_BYTES ((size_t)64 << 20)
+/* well below the runner's job limit (KA_RUNNER_MAX_JOB_BYTES), which the image rides in */
+#define WK_IMAGE_MAX_BYTES ((size_t)16 << 20)
 typedef struct wk_image {
-  char key[320];
+  char key[65];
   uint8_t *data;
   size_t len;
 } wk_image;
@@ -837,15 +852,24 @@ static wk_image wk_images[WK_IMAGES_MAX];
 static int wk_nimages;
 static pthread_mutex_t wk_images_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void wk_image_key(const wk_eval *ev, char *key, size_t len) {
-  snprintf(key, len, "%s@%s:%s:%s", ev->t->id, ev->t->version, ev->dev->backend,
-           ev->dev->arch ? ev->dev->arch : "");
+/* The cache key of ev: SHA-256 (hex) of task id, version, backend and architecture, each
+ * NUL-terminated (no length limit, no ambiguity). */
+static void wk_image_key(const wk_eval *ev, char key[65]) {
+  const char *parts[4] = {ev->t->id, ev->t->version, ev->dev->backend,
+                          ev->dev->arch ? ev->dev->arch : ""};
+  ka_sb sb = {0};
+  for (int i = 0; i < 4; i++) {
+    ka_sb_puts(&sb, parts[i] ? parts[i] : "");
+    ka_sb_puts(&sb, "|");
+  }
+  ka_sha256_hex(sb.s ? sb.s : "", sb.len, key);
+  ka_sb_free(&sb);
 }
 
 /* A malloc'd copy of the cached image of ev's key in *data (NULL and 0 if none). */
 static void wk_image_get(const wk_eval *ev, uint8_t **data, size_t *len) {
-  char key[320];
-  wk_image_key(ev, key, sizeof key);
+  char key[65];
+  wk_image_key(ev, key);
   *data = NULL, *len = 0;
   pthread_mutex_lock(&wk_images_mu);
   for (int i = 0; i < wk_nimages; i++)
@@ -871,8 +895,8 @@ static void wk_image_put(const wk_eval *ev, int fd) {
     free(data);
     return;
   }
-  char key[320];
-  wk_image_key(ev, key, sizeof key);
+  char key[65];
+  wk_image_key(ev, key);
   pthread_mutex_lock(&wk_images_mu);
   int have = 0;
   for (int i = 0; i < wk_nimages && !have; i++) have = !strcmp(wk_images[i].key, key);
@@ -913,7 +937,7 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   rj.compile_timeout_s = tmo / 2 < WK_COMPILE_S ? tmo / 2 : WK_COMPILE_S;
   /* one call of the candidate holds the (shared) device at most this long; inside the
    * evaluation's deadline, which stays the limit of the rest */
-  rj.call_limit_s = host ? 0 : ev->cfg->call_limit_s;
+  rj.call_limit_s = host && ev->cfg->host_slots <= 1 ? 0 : ev->cfg->call_limit_s;
   static __thread Kernelarena__V1__RunnerCase rcs[WK_MAX_CASES];
   static __thread Kernelarena__V1__RunnerCase *rcp[WK_MAX_CASES];
   static __thread int64_t params[WK_MAX_CASES][KA_MAX_PARAMS];
@@ -1039,6 +1063,7 @@ static void wk_warm_discard(wk_warm *w) {
   while (waitpid(w->ch.pid, NULL, 0) < 0 && errno == EINTR) {
   }
   wk_track(w->ch.pid, 0);
+  wk_close_lock(&w->ch);
   int fds[] = {w->ch.in_fd, w->ch.out_fd, w->ch.err_fd, w->ch.st_fd};
   for (int i = 0; i < 4; i++)
     if (fds[i] >= 0) close(fds[i]);
@@ -1122,28 +1147,42 @@ static void wk_finish(wk_child *ch) {
   while (waitpid(ch->pid, NULL, 0) < 0 && errno == EINTR) {
   }
   wk_track(ch->pid, 0);
+  wk_close_lock(ch);
   close(ch->out_fd), close(ch->err_fd), close(ch->st_fd);
 }
 
+/* Counts a runner of dev that is leaving (delta 1) or gone (-1); defined with the device
+ * slots below (an evaluation again alone waits until none is leaving). */
+static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta);
+
+typedef struct wk_leaver {
+  wk_child ch;
+  const Kernelarena__V1__Device *dev; /* the worker's, lives as long as the process */
+} wk_leaver;
+
 static void *wk_finish_main(void *arg) {
-  wk_finish(arg);
-  free(arg);
+  wk_leaver *l = arg;
+  wk_finish(&l->ch);
+  wk_leaving_add(l->dev, -1);
+  free(l);
   return NULL;
 }
 
 /* Waits for a runner whose result is in on a thread of its own (with the device lock
  * its teardown keeps off others' timed calls by itself, so nobody waits for it). */
-static void wk_finish_detached(const wk_child *ch) {
-  wk_child *c = malloc(sizeof *c);
+static void wk_finish_detached(const Kernelarena__V1__Device *dev, const wk_child *ch) {
+  wk_leaver *l = malloc(sizeof *l);
   pthread_t th;
   pthread_attr_t a;
-  if (c) *c = *ch;
+  wk_leaving_add(dev, 1);
+  if (l) l->ch = *ch, l->dev = dev;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-  if (!c || pthread_create(&th, &a, wk_finish_main, c) != 0) {
+  if (!l || pthread_create(&th, &a, wk_finish_main, l) != 0) {
     wk_child copy = *ch;
     wk_finish(&copy);
-    free(c);
+    wk_leaving_add(dev, -1);
+    free(l);
   }
   pthread_attr_destroy(&a);
 }
@@ -1213,8 +1252,7 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
   int go[2] = {-1, -1}, lk[2] = {-1, -1};
   int gpu = strcmp(ev->dev->backend, "host") != 0;
   /* the host backend shares its "device" only when told to (--jobs-per-device) */
-  int locked =
-      (gpu || ev->cfg->jobs_per_device > 1) && wk_lock_fds(ev->dev, &lk[0], &lk[1]) == KA_OK;
+  int locked = (gpu || ev->cfg->host_slots > 1) && wk_lock_fds(ev->dev, &lk[0], &lk[1]) == KA_OK;
   if (gpu && !locked && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
   int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 3];
   memcpy(allfds, fds, sizeof(int) * (size_t)nfds);
@@ -1224,7 +1262,9 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
   if (go[0] < 0 && !locked) wk_drain(ev->dev);
   int rc =
       wk_runner_send(ev, ch, jbuf, jlen, allfds, nall, go, locked ? nfds : -1, res, err, errlen);
-  if (locked) close(lk[0]), close(lk[1]);
+  /* kept until the runner is reaped (wk_finish): see wk_child; no runner: closed now */
+  if (locked && rc == KA_OK) ch->lock_m = lk[0], ch->lock_t = lk[1];
+  if (locked && rc != KA_OK) close(lk[0]), close(lk[1]);
   ev->locked = locked;
   return rc;
 }
@@ -1433,7 +1473,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   if (rc == KA_OK && (rc = wk_pack_runner_job(ev, &jbuf, &jlen, share, &nshare)) != KA_OK)
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
   ev->timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
-  wk_child ch = {.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1};
+  wk_child ch = {
+      .pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1, .lock_m = -1, .lock_t = -1};
   double t_prep = ka_now_s() - t0, t_run = ka_now_s();
   if (rc == KA_OK) rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, res, err, sizeof err);
   if (rc == KA_OK) {
@@ -1448,10 +1489,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
      * in nothing of the runner's exit changes the verdict */
     int left = 0, gpu = strcmp(dev->backend, "host") != 0;
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
-    if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
-      wk_image_put(ev, ev->image_fd);
     if (left && ev->locked)
-      wk_finish_detached(&ch);
+      wk_finish_detached(dev, &ch);
     else if (left)
       wk_leave(dev, &ch);
     t_run = ka_now_s() - t_run;
@@ -1462,6 +1501,9 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
       wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
       wk_sandbox_verdict(&ch.report, res, &log);
     }
+    /* the build cache takes the baseline's image of an evaluation with a verdict */
+    if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
+      wk_image_put(ev, ev->image_fd);
     ka_sb_printf(&log,
                  "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
                  "ms, judging %.1f ms\n",
@@ -1495,7 +1537,9 @@ typedef struct wk_devslot {
   int m, t; /* the device lock's files (-1: none could be made) */
   int inflight;
   unsigned long starts; /* evaluations started on the device, ever */
+  int leaving;          /* runners whose result is in, still tearing down (wk_finish_detached) */
 } wk_devslot;
+static pthread_cond_t wk_devs_cv = PTHREAD_COND_INITIALIZER; /* a slot's leaving reached 0 */
 static wk_devslot wk_devs[WK_POOL_MAX];
 static int wk_ndevs;
 static pthread_mutex_t wk_devs_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1535,10 +1579,43 @@ static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t) {
   return ka_devlock_reopen(d->m, d->t, m, t, err, sizeof err);
 }
 
-/* Whether a verdict of an evaluation that shared its device may be the others' doing. */
-static int wk_neighbour_verdict(Kernelarena__V1__Status st) {
-  return st == KERNELARENA__V1__STATUS__OOM || st == KERNELARENA__V1__STATUS__FLAGGED ||
-         st == KERNELARENA__V1__STATUS__INFRA_ERROR;
+static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta) {
+  wk_devslot *d = wk_devslot_of(dev);
+  if (!d) return;
+  pthread_mutex_lock(&wk_devs_mu);
+  d->leaving += delta;
+  if (d->leaving <= 0) pthread_cond_broadcast(&wk_devs_cv);
+  pthread_mutex_unlock(&wk_devs_mu);
+}
+
+/* Waits (at most WK_LEAVE_WAIT_S) until no runner of d is still tearing down, so that an
+ * evaluation again alone finds the device as no other evaluation left it. */
+#define WK_LEAVE_WAIT_S 15
+static void wk_wait_left(wk_devslot *d) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += WK_LEAVE_WAIT_S;
+  pthread_mutex_lock(&wk_devs_mu);
+  while (d->leaving > 0 && pthread_cond_timedwait(&wk_devs_cv, &wk_devs_mu, &until) == 0) {
+  }
+  pthread_mutex_unlock(&wk_devs_mu);
+}
+
+/* Whether the verdict res of an evaluation that shared its device may be the others'
+ * doing: device memory (OOM), a deadline that included waits for the device and
+ * time-sliced calls (TIMEOUT), our own faults (INFRA_ERROR), and the FLAGGED reasons
+ * of KA_FLAG_WALL and KA_FLAG_HISTORY (runner.h) only. */
+static int wk_neighbour_verdict(const Kernelarena__V1__Result *res) {
+  Kernelarena__V1__Status st = res->status;
+  if (st == KERNELARENA__V1__STATUS__OOM || st == KERNELARENA__V1__STATUS__TIMEOUT ||
+      st == KERNELARENA__V1__STATUS__INFRA_ERROR)
+    return 1;
+  if (st != KERNELARENA__V1__STATUS__FLAGGED) return 0;
+  for (size_t i = 0; i < res->n_cases; i++) {
+    const char *f = res->cases[i]->flag;
+    if (f && *f && !strstr(f, KA_FLAG_WALL) && !strstr(f, KA_FLAG_HISTORY)) return 0;
+  }
+  return 1;
 }
 
 /* The enum name of st ("OOM"), from the generated descriptor. */
@@ -1562,7 +1639,8 @@ static void wk_note_alone(Kernelarena__V1__Result *res, Kernelarena__V1__Status 
 
 void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                  const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
-  wk_devslot *d = cfg->jobs_per_device > 1 ? wk_devslot_of(dev) : NULL;
+  int host = dev->backend && !strcmp(dev->backend, "host");
+  wk_devslot *d = (host ? cfg->host_slots : cfg->jobs_per_device) > 1 ? wk_devslot_of(dev) : NULL;
   if (!d) {
     wk_evaluate_once(cfg, dev, job, res);
     return;
@@ -1582,8 +1660,9 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   pthread_mutex_unlock(&wk_devs_mu);
   pthread_rwlock_unlock(&d->rw);
   Kernelarena__V1__Status first = res->status;
-  if (others == 0 || !wk_neighbour_verdict(first)) return;
+  if (others == 0 || !wk_neighbour_verdict(res)) return;
   pthread_rwlock_wrlock(&d->rw);
+  wk_wait_left(d);
   double wall = res->wall_s;
   ka_result_clear(res);
   wk_evaluate_once(cfg, dev, job, res);

@@ -308,8 +308,6 @@ static int rn_sources(const ka_task *t, const Kernelarena__V1__RunnerJob *job, i
   return KA_OK;
 }
 
-/* Compiles one implementation. Returns KA_OK, KA_ECOMPILE (log filled) or another
- * error for infrastructure faults. */
 /* Writes the baseline's image (n bytes) into the worker's memfd fd and seals it against
  * any change (worker.c's build cache takes it only sealed). Best effort: a failure only
  * leaves the cache empty. */
@@ -325,6 +323,60 @@ static void rn_give_image(int fd, const void *img, size_t n) {
   fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 }
 
+/* Compiles req and loads it on s's device into *mod. On a GPU backend with a device lock
+ * the compile runs first without the device (the host's work, no lock held) and only
+ * the loading of its image (device memory: the module's code and __device__ arrays)
+ * under the lock shared, so that it never overlaps another evaluation's timed call
+ * (devlock.h). *img: the image built now (malloc'd, the caller frees; its size in
+ * req->image_len), NULL when none was (req->image given, or a backend without images).
+ * *log: the compiler's log (and the load's, if the load failed). Returns compile's codes. */
+static int rn_compile_load(rn_state *s, ka_compile_req *req, ka_module **mod, void **img,
+                           char **log, char *err, size_t errlen) {
+  *img = NULL;
+  size_t n = 0;
+  int split = s->lock.m >= 0 && strcmp(s->be->name, "host") != 0 && !req->image;
+  if (split) {
+    ka_compile_req only = *req;
+    only.arch = s->dev.arch;
+    only.image_out = img, only.image_out_len = &n;
+    int rc = s->be->compile(NULL, &only, NULL, log, err, errlen);
+    if (rc != KA_OK || !*img) { /* an error, or a backend without images: as below */
+      if (rc != KA_OK) return rc;
+      if (log) free(*log), *log = NULL;
+      split = 0;
+    }
+  }
+  if (!split) {
+    int lk = s->lock.m >= 0 && ka_devlock_shared(&s->lock) != KA_OK;
+    if (lk) return ka_seterr(err, errlen, KA_ESYS, "the device lock failed");
+    if (!req->image) req->image_out = img, req->image_out_len = &n;
+    int rc = s->be->compile(s->ctx, req, mod, log, err, errlen);
+    ka_devlock_release(&s->lock);
+    if (*img) req->image_len = n;
+    return rc;
+  }
+  ka_compile_req load = *req;
+  load.image = *img, load.image_len = n;
+  char *llog = NULL;
+  if (ka_devlock_shared(&s->lock) != KA_OK)
+    return ka_seterr(err, errlen, KA_ESYS, "the device lock failed");
+  int rc = s->be->compile(s->ctx, &load, mod, &llog, err, errlen);
+  ka_devlock_release(&s->lock);
+  if (rc != KA_OK && llog && log) { /* the load's words after the compiler's */
+    ka_sb sb = {0};
+    if (*log) ka_sb_puts(&sb, *log);
+    ka_sb_puts(&sb, llog);
+    free(*log);
+    *log = ka_sb_take(&sb);
+  }
+  free(llog);
+  req->image_len = n;
+  return rc;
+}
+
+/* Compiles one implementation (baseline 1: the task's, from the build cache when the job
+ * carries its image, and handed to the cache when built now). Returns KA_OK,
+ * KA_ECOMPILE (log filled) or another error for infrastructure faults. */
 static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int baseline, rn_impl *impl,
                     char **log, char *err, size_t errlen) {
   const ka_task *t = s->task;
@@ -360,17 +412,14 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
                           .workdir = wd,
                           .timeout_s = 60};
     /* the baseline: from the worker's build cache, or built now and handed to it */
-    void *img = NULL;
-    size_t img_len = 0;
     if (baseline && job->baseline_image.len > 0) {
       req.image = job->baseline_image.data;
       req.image_len = job->baseline_image.len;
-    } else if (baseline && s->image_fd >= 0) {
-      req.image_out = &img;
-      req.image_out_len = &img_len;
     }
-    rc = s->be->compile(s->ctx, &req, &impl->mod, log, err, errlen);
-    if (rc == KA_OK && img) rn_give_image(s->image_fd, img, img_len);
+    void *img = NULL;
+    rc = rn_compile_load(s, &req, &impl->mod, &img, log, err, errlen);
+    if (rc == KA_OK && img && baseline && s->image_fd >= 0)
+      rn_give_image(s->image_fd, img, req.image_len);
     free(img);
   }
   for (int i = 0; i < KA_MAX_EDITABLE; i++) free(owned[i]);
@@ -614,7 +663,10 @@ int main(int argc, char **argv) {
   size_t len = kernelarena__v1__runner_result__get_packed_size(&res);
   uint8_t *out = malloc(len + 1);
   kernelarena__v1__runner_result__pack(&res, out);
-  int wrc = rn_claim_result() ? rn_write_all(KA_RUNNER_RESULT_FD, out, len) : KA_OK;
+  /* a watchdog that claimed the channel first writes its verdict and ends the process */
+  if (!rn_claim_result())
+    for (;;) pause();
+  int wrc = rn_write_all(KA_RUNNER_RESULT_FD, out, len);
   /* close the channel before tearing down the device: a teardown fault must not
    * lose a result that was already produced */
   close(KA_RUNNER_RESULT_FD);

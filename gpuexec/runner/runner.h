@@ -15,6 +15,15 @@
 #define KA_RUNNER_H
 
 #define KA_RUNNER_RESULT_FD 3
+
+/* The FLAGGED reasons that another evaluation on a shared device could cause, as they
+ * appear in CaseResult.flag (runner_case.c, worker.c): a host wall clock delayed by the
+ * neighbours' host work, and a baseline slower than its history (a host backend's CPU
+ * shared). The worker evaluates such a verdict again alone (worker.c, ka_evaluate); the
+ * others (work outside the calls, the physics floor, a timer faster than the wall clock)
+ * no neighbour causes, and a second try would only give a cheat a second chance. */
+#define KA_FLAG_WALL "work outside the timed stream"
+#define KA_FLAG_HISTORY "disagrees with its history on this device"
 #define KA_RUNNER_MAX_JOB_BYTES (64u << 20)
 /* The job's memfds travel with it over the runner's stdin (a Unix socket) as SCM_RIGHTS,
  * at most KA_RUNNER_FDS_PER_MSG per message; the RunnerCase fd fields are then indices

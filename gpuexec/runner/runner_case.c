@@ -33,6 +33,8 @@
  * launch of the candidate, of the baseline's calls included, is the candidate's. */
 #include "runner_case.h"
 
+#include "runner.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -41,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 
 #include "data.h"
 
@@ -669,8 +672,11 @@ static int rn_put_aside(rn_cx *x, int r, int slot) {
 }
 
 /* Verifies timed call r (call index q = warm + r), whose candidate outputs are in slot:
- * its inputs drawn again, the baseline run on them (untimed, inputs checked after it),
- * the slot's checksum checked, and each output compared at the task's tolerance. */
+ * against the baseline's outputs of call q, which are on the device already (fresh: the
+ * baseline's timed call ran after the candidate's) or made now by running the baseline
+ * again on call q's inputs (drawn again where they may have been overwritten: the host
+ * path and kept outputs; its inputs checked after it on the host path); a kept slot's
+ * checksum checked; each output compared at the task's tolerance. */
 static int rn_verify_call(rn_cx *x, int r, int slot, int fresh) {
   rn_state *s = x->s;
   int q = x->warm + r;
@@ -933,10 +939,10 @@ static void rn_timing_flag(rn_cx *x, double bwall, double cwall_q25, const char 
    * a host thread delayed by other work on the machine (a reference computed alongside)
    * only in some (an honest first step was FLAGGED on the H200 with the median) */
   else if (cwall_q25 > RN_WALL_FACTOR * cr->candidate_ms + RN_WALL_SLACK_MS)
-    snprintf(flag, len,
-             "the device timer measured %.4f ms per call but the host wall clock %.4f ms: work "
-             "outside the timed stream",
-             cr->candidate_ms, cr->candidate_wall_ms);
+    snprintf(
+        flag, len,
+        "the device timer measured %.4f ms per call but the host wall clock %.4f ms: " KA_FLAG_WALL,
+        cr->candidate_ms, cr->candidate_wall_ms);
   else if (cr->candidate_ms > RN_WALL_FACTOR * cr->candidate_wall_ms + RN_WALL_SLACK_MS ||
            cr->baseline_ms > RN_WALL_FACTOR * bwall + RN_WALL_SLACK_MS)
     snprintf(flag, len,
@@ -1017,6 +1023,23 @@ static void rn_teardown(rn_cx *x) {
   free(x->vflag);
 }
 
+/* The secrets of the case that only this runner needs, each drawn anew from the kernel's
+ * generator, unrelated to the job's seed or to one another: the poison (the candidate
+ * reads it in its outputs: it must tell nothing about any other secret; red team
+ * 2026-12-01: splitmix64 chains from one seed are invertible, and an i64 output's poison
+ * gave back the seed of every timed call's inputs), the host pool's rotation, the
+ * verification draw and the checksum keys. Fallback without getrandom: the job's seed
+ * mixed with the clock (never weaker than before). */
+static void rn_own_seeds(rn_cx *x) {
+  uint64_t r[5];
+  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+    for (int k = 0; k < 5; k++)
+      r[k] = ka_mix64(ka_mix64(x->job->poison_seed, (uint64_t)(ka_now_s() * 1e9)),
+                      0x6f776e0000000000ULL + (uint64_t)(x->ci * 8 + k));
+  x->poison_seed = r[0], x->rot_seed = r[1], x->ver_seed = r[2], x->sum_seed = r[3];
+  x->trial_sum_key = r[4];
+}
+
 /* The case's parameters, seeds and path from the job; KA_OK or INFRA_ERROR. */
 static int rn_init(rn_cx *x) {
   const Kernelarena__V1__RunnerCase *jc = x->job->cases[x->ci];
@@ -1033,11 +1056,7 @@ static int rn_init(rn_cx *x) {
     if (!strcmp(t->cases[k].name, x->c.name)) x->tcase = k;
   uint64_t ps = x->job->poison_seed, ci = (uint64_t)x->ci;
   x->in_seed = ka_mix64(ps, 0x6672657368000000ULL + ci);
-  x->poison_seed = ka_mix64(ps, 0x706f69736f6e0000ULL + ci);
-  x->rot_seed = ka_mix64(ps, 0x726f746174650000ULL + ci);
-  x->ver_seed = ka_mix64(ps, 0x7665726966790000ULL + ci);
-  x->sum_seed = ka_mix64(ps, 0x6b65707400000000ULL + ci);
-  x->trial_sum_key = ka_mix64(ps, 0x747269616c000000ULL + ci);
+  rn_own_seeds(x);
   const ka_backend_ops *be = x->s->be;
   x->dev = be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
            be->close_device;
