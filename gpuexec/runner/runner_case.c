@@ -1023,21 +1023,14 @@ static void rn_teardown(rn_cx *x) {
   free(x->vflag);
 }
 
-/* The secrets of the case that only this runner needs, each drawn anew from the kernel's
- * generator, unrelated to the job's seed or to one another: the poison (the candidate
- * reads it in its outputs: it must tell nothing about any other secret; red team
- * 2026-12-01: splitmix64 chains from one seed are invertible, and an i64 output's poison
- * gave back the seed of every timed call's inputs), the host pool's rotation, the
- * verification draw and the checksum keys. Fallback without getrandom: the job's seed
- * mixed with the clock (never weaker than before). */
-static void rn_own_seeds(rn_cx *x) {
+void rn_case_seeds(uint64_t job_seed, int ci, rn_seeds *out) {
+  out->in = ka_mix64(job_seed, 0x6672657368000000ULL + (uint64_t)ci);
   uint64_t r[5];
   if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
     for (int k = 0; k < 5; k++)
-      r[k] = ka_mix64(ka_mix64(x->job->poison_seed, (uint64_t)(ka_now_s() * 1e9)),
-                      0x6f776e0000000000ULL + (uint64_t)(x->ci * 8 + k));
-  x->poison_seed = r[0], x->rot_seed = r[1], x->ver_seed = r[2], x->sum_seed = r[3];
-  x->trial_sum_key = r[4];
+      r[k] = ka_mix64(ka_mix64(job_seed, (uint64_t)(ka_now_s() * 1e9)),
+                      0x6f776e0000000000ULL + (uint64_t)(ci * 8 + k));
+  out->poison = r[0], out->rot = r[1], out->ver = r[2], out->sum = r[3], out->trial_sum = r[4];
 }
 
 /* The case's parameters, seeds and path from the job; KA_OK or INFRA_ERROR. */
@@ -1054,9 +1047,10 @@ static int rn_init(rn_cx *x) {
   x->tcase = -1;
   for (int k = 0; k < t->ncases + t->nheld && x->tcase < 0; k++)
     if (!strcmp(t->cases[k].name, x->c.name)) x->tcase = k;
-  uint64_t ps = x->job->poison_seed, ci = (uint64_t)x->ci;
-  x->in_seed = ka_mix64(ps, 0x6672657368000000ULL + ci);
-  rn_own_seeds(x);
+  rn_seeds sd;
+  rn_case_seeds(x->job->poison_seed, x->ci, &sd);
+  x->in_seed = sd.in, x->poison_seed = sd.poison, x->rot_seed = sd.rot, x->ver_seed = sd.ver;
+  x->sum_seed = sd.sum, x->trial_sum_key = sd.trial_sum;
   const ka_backend_ops *be = x->s->be;
   x->dev = be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
            be->close_device;

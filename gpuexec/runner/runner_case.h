@@ -42,6 +42,20 @@ typedef struct rn_impl {
   ka_module *mod;
 } rn_impl;
 
+/* The secrets of one case of a job. in: the seed of the timed calls' inputs, from the
+ * job's seed (RunnerJob.poison_seed, which the worker draws per evaluation; ka-validate's
+ * fixed inputs need it reproducible). The others only this runner needs, each drawn
+ * anew from the kernel's generator (getrandom), unrelated to the job's seed and to one
+ * another: the poison (the candidate reads it in its outputs, and splitmix64 chains are
+ * invertible: red team 2026-12-01 inverted an i64 output's poison back to the seed of
+ * every timed call's inputs when all were derived from one seed), the host pool's
+ * rotation, the verification draw and the checksum keys. Without getrandom: the job's
+ * seed mixed with the clock. Thread safe. */
+typedef struct rn_seeds {
+  uint64_t in, poison, rot, ver, sum, trial_sum;
+} rn_seeds;
+void rn_case_seeds(uint64_t job_seed, int ci, rn_seeds *out);
+
 /* The backend's last error text ("" without one). */
 const char *rn_be_err(rn_state *s);
 
