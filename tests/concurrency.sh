@@ -18,7 +18,7 @@ ka_init concurrency
 
 # small cases and a short deadline: the endless loop costs two deadlines (the second
 # alone), and the honest evaluations finish far inside one even three at a time
-ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 12/; s/n: 1048576/n: 65536/" \
+ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 8/; s/n: 1048576/n: 65536/" \
   "s/n: 2097152/n: 131072/"
 ka_stack "$WORK/tasks" -- --jobs-per-device 3 --verbose
 
