@@ -6,7 +6,7 @@
 # usage: fuzz/run.sh BIN_DIR [SECONDS]   (KA_FUZZ_JOBS: targets at a time, default nproc)
 set -u
 BIN=$1
-SECS=${2:-20}
+SECS=${2:-15}
 HERE=$(cd "$(dirname "$0")" && pwd)
 ART=${KA_FUZZ_ARTIFACTS:-}
 own_art=0

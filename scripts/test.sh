@@ -11,7 +11,7 @@
 #             LeakSanitizer on, running the fast lane's tests there (ctest -L sanitize)
 #   full      every test in build/; the tests of lanes fast and format are not run again
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
-#   fuzz      20 s of each libFuzzer target (one per core at a time) in their clang
+#   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
 #             build, build-fuzz/
 # Environment: KA_BUILD_DIR (default build), KA_ASAN_BUILD_DIR (build-asan),
 # KA_NO_INSTALL=1 skips the package installs (scripts/install-deps.sh,
