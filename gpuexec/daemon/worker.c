@@ -1626,12 +1626,13 @@ static const char *wk_status_name(Kernelarena__V1__Status st) {
 }
 
 /* Prefixes res->runtime_log with why the evaluation was run again alone. */
-static void wk_note_alone(Kernelarena__V1__Result *res, Kernelarena__V1__Status first, int others) {
+static void wk_note_alone(Kernelarena__V1__Result *res, Kernelarena__V1__Status first,
+                          const char *why, int others) {
   ka_sb sb = {0};
   ka_sb_printf(&sb,
                "[kernelarena] evaluated again alone on the device: the first evaluation, "
-               "with up to %d other(s) in flight there, ended %s\n",
-               others, wk_status_name(first));
+               "with up to %d other(s) in flight there, ended %s (%.200s)\n",
+               others, wk_status_name(first), why && *why ? why : "no message");
   if (res->runtime_log) ka_sb_puts(&sb, res->runtime_log);
   wk_free_str(res->runtime_log);
   res->runtime_log = ka_sb_take(&sb);
@@ -1664,9 +1665,11 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   pthread_rwlock_wrlock(&d->rw);
   wk_wait_left(d);
   double wall = res->wall_s;
+  char *why = wk_strdup(res->message);
   ka_result_clear(res);
   wk_evaluate_once(cfg, dev, job, res);
   res->wall_s += wall;
   pthread_rwlock_unlock(&d->rw);
-  wk_note_alone(res, first, others);
+  wk_note_alone(res, first, why, others);
+  free(why);
 }
