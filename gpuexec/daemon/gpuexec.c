@@ -28,6 +28,8 @@
 #include "ka_opt.h"
 
 #define GX_POLL_WAIT_MS 5000
+/* How long a send waits for a connection before the socket is dialled again. */
+#define GX_SEND_MS 3000
 /* default --adaptive-reps: timed calls up to 10x the job's reps while the estimate is
  * unstable (runner_case.c RN_RSE_TARGET) */
 #define GX_ADAPTIVE_REPS 10
@@ -121,12 +123,22 @@ static int gx_open(nng_socket *sock, const char *url, int recv_ms) {
   /* The REQ resend timer would evaluate a job twice; turn it off. */
   nng_socket_set_ms(*sock, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
   nng_socket_set_ms(*sock, NNG_OPT_RECVTIMEO, recv_ms);
-  nng_socket_set_ms(*sock, NNG_OPT_SENDTIMEO, 10000);
+  nng_socket_set_ms(*sock, NNG_OPT_SENDTIMEO, GX_SEND_MS);
   nng_socket_set_size(*sock, NNG_OPT_RECVMAXSZ, 256u << 20);
   nng_socket_set_ms(*sock, NNG_OPT_RECONNMINT, 100);
   nng_socket_set_ms(*sock, NNG_OPT_RECONNMAXT, 2000);
   if ((rv = nng_dial(*sock, url, NULL, NNG_FLAG_NONBLOCK))) nng_close(*sock);
   return rv;
+}
+
+/* After a failed exchange (no pipe within the send timeout, no reply), closes the socket
+ * and dials again with a fresh one. nng's dialer redials by itself, but a worker whose
+ * socket still had no pipe 13 s after a server restart was seen in CI (nng 1.5.2,
+ * python_faults_restart), so a failure is never waited out on the same socket. Returns
+ * 0, or nng's error with *sock closed (the caller retries later). */
+static int gx_reopen(nng_socket *sock, const char *url, int recv_ms) {
+  nng_close(*sock);
+  return gx_open(sock, url, recv_ms);
 }
 
 /* Sends one WorkerHeartbeat and waits for its HeartbeatAck. Returns 1 if the server still
@@ -185,6 +197,11 @@ static void *gx_heartbeat_main(void *arg) {
     unsigned long gen = w->hb.generation;
     pthread_mutex_unlock(&w->hb.mu);
     int wanted = gx_send_heartbeat(sock, w->id, job_id, ++reqid);
+    if (wanted < 0 && gx_reopen(&sock, w->cfg->server_url, 10000)) {
+      fprintf(stderr, "gpuexec: %s: heartbeat socket lost; no more heartbeats\n", w->id);
+      pthread_mutex_lock(&w->hb.mu);
+      break;
+    }
     if (wanted == 0 && told != gen) {
       told = gen;
       fprintf(stderr, "gpuexec: %s: the server no longer wants job %s\n", w->id, job_id);
@@ -215,6 +232,22 @@ static void gx_heartbeat_set(gx_worker *w, const char *job_id) {
   if (job_id) w->hb.generation++;
   pthread_cond_broadcast(&w->hb.cv);
   pthread_mutex_unlock(&w->hb.mu);
+}
+
+/* The worker's socket after a failed exchange: a fresh one (gx_reopen), dialled again
+ * each second until it opens or gpuexec stops. Returns 0 with *sock open, -1 on stop. */
+static int gx_worker_redial(gx_worker *w, nng_socket *sock) {
+  for (;;) {
+    sleep(1);
+    if (atomic_load(&gx_stop)) {
+      nng_close(*sock);
+      return -1;
+    }
+    int rv = gx_reopen(sock, w->cfg->server_url, GX_POLL_WAIT_MS + 30000);
+    if (rv == 0) return 0;
+    fprintf(stderr, "gpuexec: %s: dial %s: %s\n", w->id, w->cfg->server_url, nng_strerror(rv));
+    *sock = (nng_socket)NNG_SOCKET_INITIALIZER;
+  }
 }
 
 static void *gx_worker_main(void *arg) {
@@ -257,7 +290,7 @@ static void *gx_worker_main(void *arg) {
       if (!warned++)
         fprintf(stderr, "gpuexec: %s: cannot reach %s (%s); retrying\n", w->id, w->cfg->server_url,
                 nng_strerror(rv));
-      sleep(1);
+      if (gx_worker_redial(w, &sock)) break;
       continue;
     }
     nng_msg *reply;
@@ -265,6 +298,7 @@ static void *gx_worker_main(void *arg) {
       if (!warned++)
         fprintf(stderr, "gpuexec: %s: no answer from %s (%s); retrying\n", w->id,
                 w->cfg->server_url, nng_strerror(rv));
+      if (gx_worker_redial(w, &sock)) break;
       continue;
     }
     if (warned) fprintf(stderr, "gpuexec: %s: connected to %s\n", w->id, w->cfg->server_url);
