@@ -1,5 +1,6 @@
 #include "task.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <limits.h>
 #include <math.h>
@@ -342,6 +343,56 @@ static int task_out_tol(ty_doc *d, yaml_node_t *tensor, const char *name, const 
   return KA_OK;
 }
 
+/* 1 if expression expr names identifier id (a whole word). */
+static int task_expr_names(const char *expr, const char *id) {
+  size_t n = strlen(id);
+  for (const char *p = expr; *p;) {
+    if (isalpha((unsigned char)*p) || *p == '_') {
+      const char *q = p;
+      while (isalnum((unsigned char)*q) || *q == '_') q++;
+      if ((size_t)(q - p) == n && !strncmp(p, id, n)) return 1;
+      p = q;
+    } else {
+      p++;
+    }
+  }
+  return 0;
+}
+
+/* `reference.split` (task.h, ref_split): the param's index and which tensors are cut.
+ * Returns KA_OK (ref_split -1 when absent) or KA_EPARSE through d. */
+static int task_parse_split(ty_doc *d, ka_task *t, yaml_node_t *ref) {
+  t->ref_split = -1;
+  t->ref_sliced = 0;
+  yaml_node_t *sp = ref ? ty_get(d, ref, "split") : NULL;
+  if (!sp) return KA_OK;
+  const char *name = ty_scalar(sp);
+  int p = name ? ka_task_param(t, name) : -1;
+  if (p < 0) return ty_fail(d, sp, "reference.split must name a param of the task%s", "");
+  for (int i = 0; i < t->ntensors; i++) {
+    const ka_tensor_spec *ts = &t->tensors[i];
+    const char *lead = ts->shape[0];
+    while (isspace((unsigned char)*lead)) lead++;
+    size_t n = strlen(name);
+    int cut = !strncmp(lead, name, n);
+    for (const char *q = lead + n; cut && *q; q++) cut = isspace((unsigned char)*q) != 0;
+    for (int k = cut; k < ts->ndim; k++)
+      if (task_expr_names(ts->shape[k], name))
+        return ty_fail(d, sp,
+                       "reference.split: tensor %s names the split param other than as its "
+                       "leading dimension, so it cannot be cut there",
+                       ts->name);
+    if (!cut && ts->role == KA_ROLE_OUTPUT)
+      return ty_fail(d, sp,
+                     "reference.split: output %s does not have the split param as its leading "
+                     "dimension",
+                     ts->name);
+    if (cut) t->ref_sliced |= 1u << i;
+  }
+  t->ref_split = p;
+  return KA_OK;
+}
+
 static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *root = yaml_document_get_root_node(&d->doc);
   t->id = ty_str(d, root, "id", 1);
@@ -520,6 +571,7 @@ static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *ref = ty_get(d, root, "reference");
   t->reference_symbol = ty_str(d, ref ? ref : root, "symbol", 1);
   if (d->rc) return d->rc;
+  if (task_parse_split(d, t, ref)) return d->rc;
   if (!task_file_exists(t->dir, "", "reference.c"))
     return ty_fail(d, root, "reference.c is missing%s", "");
   yaml_node_t *to = ty_get(d, root, "timeout_s");

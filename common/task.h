@@ -97,6 +97,13 @@ typedef struct ka_task {
   char *entry_args[KA_MAX_ARGS];
   int nentry_args;
   char *reference_symbol;
+  /* `reference: {split: P}`: the reference may be computed on slices of param P's range
+   * (rows, say), each on its own thread: every tensor whose leading dimension is exactly
+   * P is cut there (ref_sliced bit k), every other tensor is passed whole and must not
+   * name P; every output is cut. ref_split is P's index, or -1 (no split). The reference
+   * must give the same values sliced as whole (tests/reference_split_test.c checks). */
+  int ref_split;
+  unsigned ref_sliced;
   double timeout_s;
   char *bytes_expr, *flops_expr; /* optional, for the physics floor */
   char *prompt;                  /* prompt.md contents */

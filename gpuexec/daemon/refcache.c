@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -190,38 +191,123 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
   return KA_OK;
 }
 
+/* One slice [lo, hi) of the split param's range (all of it when the task has no split):
+ * the reference on it, then the largest finite |value| of each output slice. */
+typedef struct ref_part {
+  ka_refentry *e;
+  ka_reference_fn fn;
+  int64_t lo, hi;
+  double max[KA_MAX_TENSORS];
+  int nonfinite;
+} ref_part;
+
+static void *ref_part_run(void *arg) {
+  ref_part *q = arg;
+  ka_refentry *e = q->e;
+  const ka_task *t = e->task;
+  int64_t vals[KA_MAX_PARAMS];
+  memcpy(vals, t->cases[e->case_index].values, sizeof vals);
+  int64_t rows = t->ref_split >= 0 ? vals[t->ref_split] : 1;
+  void *ptrs[KA_MAX_TENSORS];
+  int64_t off[KA_MAX_TENSORS], len[KA_MAX_TENSORS];
+  for (int k = 0; k < t->ntensors; k++) {
+    int cut = t->ref_split >= 0 && (t->ref_sliced >> k & 1u);
+    int64_t per_row = cut && rows > 0 ? e->elems[k] / rows : 0;
+    off[k] = cut ? q->lo * per_row : 0;
+    len[k] = cut ? (q->hi - q->lo) * per_row : e->elems[k];
+    size_t esz =
+        t->tensors[k].role == KA_ROLE_INPUT ? ka_dtype_size(t->tensors[k].dtype) : sizeof(double);
+    char *base = t->tensors[k].role == KA_ROLE_INPUT ? (char *)e->in[k] : (char *)e->ref[k];
+    ptrs[k] = base + (size_t)off[k] * esz;
+  }
+  if (t->ref_split >= 0) vals[t->ref_split] = q->hi - q->lo;
+  q->fn(ptrs, vals);
+  for (int k = 0; k < t->ntensors; k++) {
+    if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
+    double m = 0;
+    const double *r = e->ref[k] + off[k];
+    for (int64_t i = 0; i < len[k]; i++) {
+      double v = fabs(r[i]);
+      if (!isfinite(v))
+        q->nonfinite = 1;
+      else if (v > m)
+        m = v;
+    }
+    q->max[k] = m;
+  }
+  return NULL;
+}
+
+/* Threads of one split reference (the priority of the caller's thread is inherited). */
+#define REF_MAX_PARTS 64
+/* Elements of all tensors per part below which a split reference stays on fewer threads. */
+#define REF_MIN_PART_ELEMS ((int64_t)1 << 18)
+
+/* How many parts a reference of e is computed in: 1 without a split, else at most the
+ * online CPUs, the rows, and one per REF_MIN_PART_ELEMS elements. */
+static int ref_parts(const ka_refentry *e) {
+  const ka_task *t = e->task;
+  if (t->ref_split < 0) return 1;
+  int64_t rows = t->cases[e->case_index].values[t->ref_split], total = 0;
+  for (int k = 0; k < t->ntensors; k++) total += e->elems[k];
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t n = total / REF_MIN_PART_ELEMS;
+  if (n > ncpu) n = ncpu;
+  if (n > rows) n = rows;
+  if (n > REF_MAX_PARTS) n = REF_MAX_PARTS;
+  return n < 1 ? 1 : (int)n;
+}
+
+/* Computes the reference of e in n slices (n <= REF_MAX_PARTS), parts 1.. on their own threads
+ * (part 0, and any whose thread cannot start, on this one), and sets ref_max and
+ * uncacheable from the parts. */
+static void ref_compute(ka_refentry *e, ka_reference_fn fn, int n) {
+  const ka_task *t = e->task;
+  int64_t rows = t->ref_split >= 0 ? t->cases[e->case_index].values[t->ref_split] : 1;
+  ref_part parts[REF_MAX_PARTS];
+  pthread_t th[REF_MAX_PARTS];
+  int started[REF_MAX_PARTS] = {0};
+  for (int i = 0; i < n; i++)
+    parts[i] = (ref_part){.e = e, .fn = fn, .lo = rows * i / n, .hi = rows * (i + 1) / n};
+  for (int i = 1; i < n; i++)
+    started[i] = pthread_create(&th[i], NULL, ref_part_run, &parts[i]) == 0;
+  for (int i = 0; i < n; i++)
+    if (!started[i]) ref_part_run(&parts[i]);
+  for (int i = 1; i < n; i++)
+    if (started[i]) pthread_join(th[i], NULL);
+  for (int k = 0; k < t->ntensors; k++) {
+    e->ref_max[k] = 0;
+    for (int i = 0; i < n; i++)
+      if (parts[i].max[k] > e->ref_max[k]) e->ref_max[k] = parts[i].max[k];
+  }
+  /* a reference with NaN or Inf (a reference's own failure, e.g. its malloc) is not kept
+   * for later steps: they get a new computation */
+  for (int i = 0; i < n; i++)
+    if (parts[i].nonfinite) e->uncacheable = 1;
+}
+
 int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
+  return ka_ref_reference_parts(e, fn, 0);
+}
+
+int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts) {
   pthread_mutex_lock(&e->mu);
   int rc = KA_OK;
   if (!e->ready) {
     const ka_task *t = e->task;
-    void *ptrs[KA_MAX_TENSORS];
     for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
-      if (t->tensors[k].role == KA_ROLE_INPUT) {
-        ptrs[k] = (void *)e->in[k];
-      } else {
-        if (!e->ref[k])
-          e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
-        if (!e->ref[k]) rc = KA_ENOMEM;
-        ptrs[k] = e->ref[k];
-      }
+      if (t->tensors[k].role != KA_ROLE_OUTPUT || e->ref[k]) continue;
+      e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
+      if (!e->ref[k]) rc = KA_ENOMEM;
     }
     if (rc == KA_OK) {
-      fn(ptrs, t->cases[e->case_index].values);
+      const ka_task *tk = e->task;
+      int64_t rows = tk->ref_split >= 0 ? tk->cases[e->case_index].values[tk->ref_split] : 1;
+      int n = parts > 0 ? parts : ref_parts(e);
+      if (tk->ref_split < 0 || n > rows) n = 1;
+      if (n > REF_MAX_PARTS) n = REF_MAX_PARTS;
+      ref_compute(e, fn, n);
       e->ready = 1;
-      /* a reference with NaN or Inf (a reference's own failure, e.g. its malloc) is not
-       * kept for later steps: they get a new computation */
-      for (int k = 0; k < t->ntensors; k++) {
-        double m = 0;
-        for (int64_t i = 0; e->ref[k] && i < e->elems[k]; i++) {
-          double v = fabs(e->ref[k][i]);
-          if (!isfinite(v))
-            e->uncacheable = 1;
-          else if (v > m)
-            m = v;
-        }
-        e->ref_max[k] = m; /* the compare's tolerance scale, once per entry */
-      }
     }
   }
   pthread_mutex_unlock(&e->mu);

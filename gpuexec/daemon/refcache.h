@@ -60,8 +60,16 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
                    ka_refentry **out, char *err, size_t errlen);
 
 /* Computes e's reference outputs with fn unless done already (by this or another
- * holder: concurrent callers wait for the first). Returns KA_OK or KA_ENOMEM. */
+ * holder: concurrent callers wait for the first); a task with reference.split is
+ * computed in slices on several threads (ka_ref_reference_parts). Returns KA_OK or
+ * KA_ENOMEM. */
 int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
+
+/* As ka_ref_reference, in `parts` slices of the task's reference.split param (task.h),
+ * parts 1.. each on a thread of its own that inherits the caller's priority; parts <= 0
+ * chooses: up to one per online CPU, one per 2^18 elements of the case's tensors. A task
+ * without a split, or with fewer rows than parts, is computed in one piece. */
+int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts);
 
 /* Releases a hold from ka_ref_acquire; the entry stays cached within the budget. */
 void ka_ref_release(ka_refcache *c, ka_refentry *e);
