@@ -69,9 +69,36 @@ static int opt_is_dir(const char *path) {
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* <executable's folder>/rel resolved into buf when it exists (a folder when want_dir,
+ * else any file). Returns buf or NULL. */
+static const char *opt_beside_exe(const char *rel, int want_dir, char *buf, size_t len) {
+  char exe[PATH_MAX], b[PATH_MAX + 64];
+  if (ka_exe_dir(exe, sizeof exe) != KA_OK) return NULL;
+  snprintf(b, sizeof b, "%s/%s", exe, rel);
+  char *r = realpath(b, NULL);
+  struct stat st;
+  int ok = r && stat(r, &st) == 0 && (!want_dir || S_ISDIR(st.st_mode));
+  if (ok) snprintf(buf, len, "%s", r);
+  free(r);
+  return ok ? buf : NULL;
+}
+
+const char *ka_helper_path(const char *name, char *buf, size_t len) {
+  char rel[256];
+  snprintf(rel, sizeof rel, "%s", name);
+  if (opt_beside_exe(rel, 0, buf, len)) return buf;
+  snprintf(rel, sizeof rel, "../libexec/kernelarena/%s", name);
+  if (opt_beside_exe(rel, 0, buf, len)) return buf;
+  char exe[PATH_MAX];
+  if (ka_exe_dir(exe, sizeof exe) != KA_OK) snprintf(exe, sizeof exe, ".");
+  snprintf(buf, len, "%s/%s", exe, name);
+  return buf;
+}
+
 const char *ka_tasks_dir(const char *given, char *buf, size_t len) {
   if (given) return given;
   if (opt_is_dir("tasks")) return "tasks";
+  if (opt_beside_exe("../share/kernelarena/tasks", 1, buf, len)) return buf;
 #ifdef KA_SOURCE_TASKS_DIR
   if (opt_is_dir(KA_SOURCE_TASKS_DIR)) return KA_SOURCE_TASKS_DIR;
 #endif

@@ -41,8 +41,16 @@ int ka_opt_fraction(const char *prog, const char *opt, const char *v, double *ou
 /* A timeout in whole seconds from 1 to KA_OPT_MAX_TIMEOUT_S. */
 int ka_opt_timeout_s(const char *prog, const char *opt, const char *v, int *out);
 
+/* The path of helper program or module `name` (ka-runner, ka_backend_cuda.so) of the
+ * running executable: beside it (a build folder), else in
+ * <executable's folder>/../libexec/kernelarena (an installed tree, `cmake --install`),
+ * else the first (which then fails to start with that name). Written into buf, which
+ * is returned. Thread-safe. */
+const char *ka_helper_path(const char *name, char *buf, size_t len);
+
 /* The task folder of a program: given when non-NULL; else ./tasks when it is a
- * folder; else the source tree's tasks/ (its path compiled in as KA_SOURCE_TASKS_DIR),
+ * folder; else <executable's folder>/../share/kernelarena/tasks (an installed tree);
+ * else the source tree's tasks/ (its path compiled in as KA_SOURCE_TASKS_DIR),
  * when that is a folder; else <executable's folder>/../../tasks when that is one (a
  * build folder inside a moved source tree); else "tasks" (which then fails to open with
  * that name). The result is given, a string literal, or buf. Thread-safe. */

@@ -43,7 +43,7 @@ set(KA_TEST_COSTS
     integrity 100 sandbox_faults 80 validate_fixtures 45 agents_run 42 concurrency 40
     validate_fixtures_fields 38 python_client 28 e2e_host 26 reliability_cleanup 24
     heartbeat 21 python_faults_restart 21 validate_host_row_sum 19 compile_deadline 19
-    agents_timeout 18 validate_host_rmsnorm 17 reference_split 10 python_faults_skyrl 17 agents_command 16
+    agents_timeout 18 validate_host_rmsnorm 17 reference_split 10 install 12 python_faults_skyrl 17 agents_command 16
     handshake_abort 14 validate_host_gelu 14 agents_replay 13 reliability_slow_reader 12
     validate_host_silu_mul 12 python_faults_text 11 agents_claude 10
     python_faults_components 10 python_faults_vector 10)

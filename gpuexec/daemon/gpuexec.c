@@ -488,7 +488,7 @@ int main(int argc, char **argv) {
   }
   char exedir[PATH_MAX], runner[PATH_MAX + 16], cachebuf[PATH_MAX];
   if (ka_exe_dir(exedir, sizeof exedir)) return 1;
-  snprintf(runner, sizeof runner, "%s/ka-runner", exedir);
+  ka_helper_path("ka-runner", runner, sizeof runner);
   const char *tmp = getenv("TMPDIR");
   if (!tmp || !*tmp) tmp = "/tmp";
   if (!cache) {

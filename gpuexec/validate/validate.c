@@ -1330,7 +1330,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ka-validate: cannot find the executable's folder\n");
     return 2;
   }
-  snprintf(runner, sizeof runner, "%s/ka-runner", exedir);
+  ka_helper_path("ka-runner", runner, sizeof runner);
   o.runner = runner;
   const char *tmp = getenv("TMPDIR");
   o.tmp_dir = tmp && *tmp ? tmp : "/tmp";
