@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <mbedtls/base64.h>
+
 #include "agents.h"
 #include "ka_common.h"
 
@@ -32,24 +34,68 @@ static int replay_check(const json_t *cfg, char *err, size_t errlen) {
   return KA_OK;
 }
 
+/* 1 if v is a file's content as `envctl export` writes it: a string (UTF-8 text), or
+ * {"base64": "..."} (any other bytes). */
+static int replay_is_content(const json_t *v) {
+  return json_is_string(v) || json_is_string(json_object_get(v, "base64"));
+}
+
 /* {path: content} from "files" given as an object or as [{path, content}]; contents
- * that are not strings (base64 objects of binary files) are left out. */
+ * that are neither a string nor a base64 object are left out. */
 static json_t *replay_files(const json_t *fl) {
   json_t *files = json_object();
   if (json_is_object(fl)) {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)fl, k, v) if (json_is_string(v)) json_object_set(files, k, v);
+    json_object_foreach((json_t *)fl, k, v) if (replay_is_content(v)) json_object_set(files, k, v);
   } else if (json_is_array(fl)) {
     size_t i;
     json_t *v;
     json_array_foreach(fl, i, v) {
       const char *p = json_string_value(json_object_get(v, "path"));
       json_t *c = json_object_get(v, "content");
-      if (p && json_is_string(c)) json_object_set(files, p, c);
+      if (p && replay_is_content(c)) json_object_set(files, p, c);
     }
   }
   return files;
+}
+
+/* Content of a file as replay_is_content accepts it: text as it is, bytes that are not
+ * UTF-8 (or hold NUL) as {"base64": ...} (RFC 4648, mbedtls). NULL when out of memory. */
+static json_t *replay_content_new(const char *buf, size_t len) {
+  if (!memchr(buf, 0, len)) {
+    json_t *s = json_stringn(buf, len); /* NULL if not UTF-8 */
+    if (s) return s;
+  }
+  size_t n = (len + 2) / 3 * 4 + 1, olen = 0;
+  unsigned char *o = malloc(n);
+  json_t *r = o && mbedtls_base64_encode(o, n, &olen, (const unsigned char *)buf, len) == 0
+                  ? json_pack("{s:s}", "base64", (const char *)o)
+                  : NULL;
+  free(o);
+  return r;
+}
+
+/* Writes content v (replay_is_content) to path f (a write that fails leaves the file
+ * out, as for text). KA_OK, KA_EINVAL (base64 that does not decode: the reason in err) or
+ * KA_ENOMEM. */
+static int replay_write(const char *f, const json_t *v, char *err, size_t errlen) {
+  if (json_is_string(v)) {
+    ka_write_file(f, json_string_value(v), json_string_length(v));
+    return KA_OK;
+  }
+  const json_t *b = json_object_get(v, "base64");
+  const unsigned char *src = (const unsigned char *)json_string_value(b);
+  size_t slen = json_string_length(b), olen = 0;
+  unsigned char *o = malloc(slen / 4 * 3 + 3);
+  if (!o) return KA_ENOMEM;
+  int rc = mbedtls_base64_decode(o, slen / 4 * 3 + 3, &olen, src, slen) == 0 ? KA_OK : KA_EINVAL;
+  if (rc == KA_OK)
+    ka_write_file(f, (const char *)o, olen);
+  else
+    ka_seterr(err, errlen, KA_EINVAL, "replay: the base64 content of %s does not decode", f);
+  free(o);
+  return rc;
 }
 
 /* The steps of a folder of step folders: {path: content} of the editable files found
@@ -70,7 +116,8 @@ static void replay_read_dir(const char *src, char *const *names, int nnames, jso
       char *buf;
       size_t len;
       if (ka_read_file(f, 0, &buf, &len) == KA_OK) {
-        json_object_set_new(files, names[i], json_stringn(buf, len));
+        json_t *c = replay_content_new(buf, len);
+        if (c) json_object_set_new(files, names[i], c);
         free(buf);
       }
     }
@@ -142,8 +189,9 @@ static int replay_play(const json_t *cfg, const char *workspace, char *const *na
       char f[PATH_MAX * 2];
       if (!ka_path_is_safe(k)) continue;
       snprintf(f, sizeof f, "%s/%s", workspace, k);
-      ka_write_file(f, json_string_value(v), json_string_length(v));
+      if ((rc = replay_write(f, v, err, errlen)) != KA_OK) break;
     }
+    if (rc) break;
     int done = 0;
     if ((rc = submit(sctx, &done, err, errlen))) break;
     if (done || (interrupted && *interrupted)) break;

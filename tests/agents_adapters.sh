@@ -219,6 +219,20 @@ PY
   check "replay (export JSONL): exits 0" [ $? -eq 0 ]
   jcheck "replay (export JSONL): the chosen episode's 3 steps in order" "$WORK/replay4/episode.json" \
     "[s['status'] for s in d['steps']]==['OK','COMPILE_ERROR','OK']"
+  # a file that is not UTF-8 (a Latin-1 byte in a comment), as `envctl export` writes it
+  # ({"base64": ...}): decoded into the workspace and submitted, byte for byte
+  python3 - "$OUT/steps" "$WORK/export5.jsonl" <<'PY'
+import base64, json, sys
+src, dst = sys.argv[1], sys.argv[2]
+data = open("%s/2/gelu.c" % src, "rb").read() + b"/* caf\xe9 */\n"
+with open(dst, "w") as o:
+    o.write(json.dumps({"id": "ep-bin", "steps": [{"step": 1, "files": {"gelu.c": {"base64": base64.b64encode(data).decode()}}},
+                                                  {"step": 2, "files": {"gelu.c": {"base64": "@@not base64@@"}}}]}) + "\n")
+PY
+  AGENT --adapter replay --set "replay=$WORK/export5.jsonl" --out "$WORK/replay5" >"$WORK/r5.out" 2>&1
+  jcheck "replay (export JSONL, a binary file): decoded and scored OK; base64 that does not decode ends the replay with the reason" \
+    "$WORK/replay5/episode.json" \
+    "[s['status'] for s in d['steps']]==['OK'] and 'does not decode' in (d['agent'].get('error') or '')" "d.get('agent'), d.get('steps')"
   # a JSONL recording without any step's files: read only once the episode runs, so
   # recorded with the reason
   echo '{"episode": "a header line without files"}' >"$WORK/nofiles.jsonl"

@@ -11,6 +11,7 @@
  * are UTF-8 strings when valid UTF-8, else {"base64": ...}. */
 #include <getopt.h>
 #include <math.h>
+#include <mbedtls/base64.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,29 +27,19 @@ static json_t *ex_real(double v) {
   return isfinite(v) ? json_real(v) : json_null();
 }
 
-static const char ex_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* File content: a string if it is valid UTF-8 without NUL, else {"base64": "..."}. */
+/* File content: a string if it is valid UTF-8 without NUL, else {"base64": "..."}
+ * (RFC 4648 base64, mbedtls's encoder). */
 static json_t *ex_content(const ProtobufCBinaryData *d) {
   if (!memchr(d->data, 0, d->len)) {
     json_t *s = json_stringn((const char *)d->data, d->len); /* NULL if not UTF-8 */
     if (s) return s;
   }
-  size_t n = (d->len + 2) / 3 * 4;
-  char *o = malloc(n + 1);
+  size_t n = (d->len + 2) / 3 * 4 + 1, olen = 0;
+  unsigned char *o = malloc(n);
   if (!o) return json_null();
-  size_t j = 0;
-  for (size_t i = 0; i < d->len; i += 3) {
-    uint32_t v = (uint32_t)d->data[i] << 16;
-    if (i + 1 < d->len) v |= (uint32_t)d->data[i + 1] << 8;
-    if (i + 2 < d->len) v |= d->data[i + 2];
-    o[j++] = ex_b64[(v >> 18) & 63];
-    o[j++] = ex_b64[(v >> 12) & 63];
-    o[j++] = i + 1 < d->len ? ex_b64[(v >> 6) & 63] : '=';
-    o[j++] = i + 2 < d->len ? ex_b64[v & 63] : '=';
-  }
-  o[j] = 0;
-  json_t *r = json_pack("{s:s}", "base64", o);
+  json_t *r = mbedtls_base64_encode(o, n, &olen, d->data, d->len) == 0
+                  ? json_pack("{s:s}", "base64", (const char *)o)
+                  : json_null();
   free(o);
   return r;
 }
