@@ -30,6 +30,10 @@ async def main():
             assert names == ["evaluate", "last_result"], names
             for t in tools.tools:
                 assert g(t, "input_schema", "inputSchema")["type"] == "object" and t.description, t
+            ev = next(t for t in tools.tools if t.name == "evaluate")
+            out = g(ev, "output_schema", "outputSchema")
+            assert out and out["type"] == "object" and {"step", "status", "reward", "cases"} <= set(out["required"]), out
+            assert "files" in g(ev, "input_schema", "inputSchema")["properties"], ev
             r = await s.call_tool("last_result", {})
             assert not g(r, "is_error", "isError") and "no step" in r.content[0].text, r
             original = open("gelu.c").read()
@@ -40,9 +44,17 @@ async def main():
             assert g(r, "structured_content", "structuredContent")["status"] == "COMPILE_ERROR", g(r, "structured_content", "structuredContent")
             assert g(r, "structured_content", "structuredContent")["step"] == 1 and g(r, "structured_content", "structuredContent")["reward"] == 0
             assert "COMPILE_ERROR" in r.content[0].text
-            with open("gelu.c", "w") as f:
-                f.write(original.replace("erf(", "erff("))
-            r = await s.call_tool("evaluate", {})
+            # bad files arguments: a tool error with the reason, nothing written, no step
+            broken = open("gelu.c").read()
+            r = await s.call_tool("evaluate", {"files": {"../evil.c": "int x;"}})
+            assert g(r, "is_error", "isError") and "not an editable file" in r.content[0].text, r
+            r = await s.call_tool("evaluate", {"files": {"gelu.c": "int y;", "other.c": "int z;"}})
+            assert g(r, "is_error", "isError") and "other.c is not an editable file" in r.content[0].text, r
+            assert open("gelu.c").read() == broken and not os.path.exists("../evil.c")
+            # the files argument: written into the workspace, then submitted as step 2
+            fixed = original.replace("erf(", "erff(")
+            r = await s.call_tool("evaluate", {"files": {"gelu.c": fixed}})
+            assert open("gelu.c").read() == fixed
             assert not g(r, "is_error", "isError") and g(r, "structured_content", "structuredContent")["status"] == "OK", r
             assert g(r, "structured_content", "structuredContent")["step"] == 2 and g(r, "structured_content", "structuredContent")["reward"] > 120
             assert g(r, "structured_content", "structuredContent")["cases"] and g(r, "structured_content", "structuredContent")["correct"] is True

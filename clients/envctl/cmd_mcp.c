@@ -5,7 +5,8 @@
  * newline-delimited JSON-RPC 2.0 messages on stdin/stdout, nothing else on stdout.
  * Methods: initialize, ping, tools/list, tools/call; notifications are accepted and
  * need no reply. Tools:
- *   evaluate     submit the workspace's editable files as one step (like `envctl step`)
+ *   evaluate     submit the workspace's editable files as one step (like `envctl step`);
+ *                its optional argument files {name: contents} is written first
  *   last_result  the result of the workspace's last step (.kernelarena/last_result.json)
  * The target episode is resolved like `envctl step` (env, then the state file). */
 #include <getopt.h>
@@ -41,20 +42,80 @@ static void ec_mcp_result(json_t *id, json_t *result) {
   ec_mcp_send(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
 }
 
+/* The tools (JSON Schema 2020-12 schemas, as MCP 2025-06-18 asks). evaluate's output
+ * schema is the step result of `envctl step --json` (clients/envctl/step.c,
+ * ec_step_json): numbers that are not finite are null. */
+static const char ec_mcp_tools_json[] =
+    "{\"tools\": ["
+    "{\"name\": \"evaluate\", \"title\": \"Evaluate the kernel\","
+    " \"description\": \"Submit the editable files as one step of the episode: they are "
+    "compiled, checked against the reference on fresh inputs and timed against the baseline. "
+    "Returns status, correctness per case, speedup and reward. With files, those files are "
+    "written into the workspace first (the others stay as they are); without, the workspace "
+    "is submitted as it is. Each call is a recorded step and counts against the step "
+    "limit.\","
+    " \"inputSchema\": {\"type\": \"object\", \"properties\": {\"files\": {\"type\": "
+    "\"object\", \"description\": \"editable file name -> its full new contents\","
+    " \"additionalProperties\": {\"type\": \"string\"}}}, \"additionalProperties\": false},"
+    " \"outputSchema\": {\"type\": \"object\", \"required\": [\"step\", \"status\", "
+    "\"reward\", \"cases\"], \"properties\": {"
+    "\"step\": {\"type\": \"integer\"}, \"reward\": {\"type\": [\"number\", \"null\"]},"
+    " \"status\": {\"type\": \"string\", \"description\": \"OK, COMPILE_ERROR, INCORRECT, "
+    "TIMEOUT, ...\"}, \"compiled\": {\"type\": \"boolean\"}, \"correct\": {\"type\": "
+    "\"boolean\"}, \"speedup_geomean\": {\"type\": [\"number\", \"null\"]}, "
+    "\"terminated\": {\"type\": \"boolean\"}, \"truncated\": {\"type\": \"boolean\"}, "
+    "\"message\": {\"type\": \"string\"}, \"compile_log\": {\"type\": \"string\"}, "
+    "\"runtime_log\": {\"type\": \"string\"}, \"cases\": {\"type\": \"array\", \"items\": "
+    "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, "
+    "\"correct\": {\"type\": \"boolean\"}, \"speedup\": {\"type\": [\"number\", "
+    "\"null\"]}, \"baseline_ms\": {\"type\": [\"number\", \"null\"]}, \"candidate_ms\": "
+    "{\"type\": [\"number\", \"null\"]}, \"message\": {\"type\": \"string\"}}}}, "
+    "\"components\": {\"type\": \"object\"}, \"info\": {\"type\": \"object\"}}},"
+    " \"annotations\": {\"readOnlyHint\": false, \"idempotentHint\": false}},"
+    "{\"name\": \"last_result\", \"title\": \"Last step result\","
+    " \"description\": \"The result of the workspace's last step (status, cases, speedup, "
+    "reward), without submitting anything.\","
+    " \"inputSchema\": {\"type\": \"object\", \"properties\": {}},"
+    " \"annotations\": {\"readOnlyHint\": true}}]}";
+
 static json_t *ec_mcp_tools(void) {
-  return json_pack(
-      "{s:[{s:s, s:s, s:s, s:{s:s, s:{}}, s:{s:b, s:b}}, {s:s, s:s, s:s, s:{s:s, s:{}}, "
-      "s:{s:b}}]}",
-      "tools", "name", "evaluate", "title", "Evaluate the kernel", "description",
-      "Submit the current contents of the editable files in the workspace as one step of "
-      "the episode: they are compiled, checked against the reference on fresh inputs and "
-      "timed against the baseline. Returns status, correctness per case, speedup and "
-      "reward. Each call is a recorded step and counts against the step limit.",
-      "inputSchema", "type", "object", "properties", "annotations", "readOnlyHint", 0,
-      "idempotentHint", 0, "name", "last_result", "title", "Last step result", "description",
-      "The result of the workspace's last step (status, cases, speedup, reward), without "
-      "submitting anything.",
-      "inputSchema", "type", "object", "properties", "annotations", "readOnlyHint", 1);
+  json_error_t je;
+  json_t *t = json_loads(ec_mcp_tools_json, 0, &je);
+  if (!t) fprintf(stderr, "envctl mcp: tool list: %s (column %d)\n", je.text, je.column);
+  return t ? t : json_pack("{s:[]}", "tools");
+}
+
+/* Writes evaluate's `files` argument ({name: contents}) into the workspace: every name
+ * must be one of the target's editable files and every value a string, checked before
+ * anything is written. KA_OK, or KA_EINVAL with the reason in err (nothing written). */
+static int ec_mcp_write_files(const ec_step_target *t, const json_t *files, char *err,
+                              size_t errlen) {
+  if (!files) return KA_OK;
+  if (!json_is_object(files))
+    return ka_seterr(err, errlen, KA_EINVAL, "files must be an object {file name: contents}");
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)files, k, v) {
+    int editable = 0;
+    for (int i = 0; i < t->nfiles; i++) editable |= !strcmp(t->files[i], k);
+    if (!editable) {
+      ka_sb names = {0};
+      for (int i = 0; i < t->nfiles; i++) ka_sb_printf(&names, "%s%s", i ? ", " : "", t->files[i]);
+      ka_seterr(err, errlen, KA_EINVAL, "%s is not an editable file of this task (editable: %s)", k,
+                names.s ? names.s : "none");
+      ka_sb_free(&names);
+      return KA_EINVAL;
+    }
+    if (!json_is_string(v))
+      return ka_seterr(err, errlen, KA_EINVAL, "the contents of %s must be a string", k);
+  }
+  json_object_foreach((json_t *)files, k, v) {
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof path, "%s/%s", t->workspace, k);
+    int rc = ka_write_file(path, json_string_value(v), json_string_length(v));
+    if (rc) return ka_seterr(err, errlen, rc, "cannot write %s: %s", path, ka_strerror(rc));
+  }
+  return KA_OK;
 }
 
 /* A tools/call result: one text block plus the JSON as structuredContent. */
@@ -65,7 +126,7 @@ static json_t *ec_mcp_tool_result(const char *text, json_t *structured, int is_e
   return r;
 }
 
-static json_t *ec_mcp_call(const char *ws, const char *name) {
+static json_t *ec_mcp_call(const char *ws, const char *name, const json_t *args) {
   char err[1024];
   ec_step_target t;
   if (ec_step_target_load(ws, NULL, NULL, &t, err, sizeof err))
@@ -73,7 +134,8 @@ static json_t *ec_mcp_call(const char *ws, const char *name) {
   json_t *out;
   if (!strcmp(name, "evaluate")) {
     json_t *r;
-    if (ec_step_submit(&t, &r, err, sizeof err)) {
+    if (ec_mcp_write_files(&t, json_object_get(args, "files"), err, sizeof err) ||
+        ec_step_submit(&t, &r, err, sizeof err)) {
       out = ec_mcp_tool_result(err, NULL, 1);
     } else {
       char *s = ec_step_summary(r);
@@ -126,7 +188,7 @@ static void ec_mcp_handle(const char *ws, json_t *msg) {
       ec_mcp_error(id, -32602, "unknown tool (evaluate, last_result)");
       return;
     }
-    ec_mcp_result(id, ec_mcp_call(ws, name));
+    ec_mcp_result(id, ec_mcp_call(ws, name, json_object_get(params, "arguments")));
   } else {
     ec_mcp_error(id, -32601, "method not found");
   }
