@@ -93,6 +93,7 @@ typedef struct es_job {
                             inflight is this job (episode.c) */
   int step;              /* 1-based number of the step this job evaluates (0: Evaluate) */
   int include_held_out;  /* Evaluate with a valid admin token only */
+  int reproducible;      /* Evaluate reproducible (admin token): no secret in the seeds */
   int attempts;          /* times dispatched to a worker */
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;

@@ -4,8 +4,13 @@
  * Two forms (docs/protocol.md):
  *   - task_id + files (over the task's baseline) + seed: the job seed is the seed;
  *   - episode_id + step: the complete editable set of that recorded step (0: the last),
- *     evaluated with that step's job seed, ka_mix64(episode seed, step), so that a
- *     re-evaluation draws the same inputs (envctl replay).
+ *     evaluated with that step's job seed, ka_mix64(episode seed, step), and the
+ *     episode's seed as the problem seed, so that on the executor process that ran the
+ *     episode the correctness trial draws the inputs its steps had (envctl replay).
+ * reproducible (admin token) leaves the executor's secrets out of every seed: the
+ * inputs, poison and verified calls then follow from the job seed alone, so the same
+ * Evaluate repeats its inputs on any executor (docs/integrity.md, "Reproducible
+ * evaluations"); the timings are measured again.
  * include_held_out runs the held-out cases too and reports them; it needs the server's
  * admin token (--admin-token / <state>/admin.token), compared in constant time. A
  * Step never includes held-out cases, so an agent that only knows the server address and
@@ -91,15 +96,16 @@ static int ev_files(es_server *s, const ka_task *t, const Kernelarena__V1__Evalu
 int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_arena *a,
                   es_pb_response *resp, es_job **job_out) {
   *job_out = NULL;
-  if (rq->include_held_out &&
+  if ((rq->include_held_out || rq->reproducible) &&
       (!s->cfg.admin_token || !ev_token_eq(rq->admin_token, s->cfg.admin_token))) {
     es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__PERMISSION_DENIED, 0,
-                   "held-out scoring needs the server's admin token%s",
+                   "%s needs the server's admin token%s",
+                   rq->include_held_out ? "held-out scoring" : "a reproducible evaluation",
                    s->cfg.admin_token ? "" : " (this server has none configured)");
     return KA_EINVAL;
   }
   const ka_task *t = NULL;
-  uint64_t seed = rq->seed;
+  uint64_t seed = rq->seed, problem_seed = 0; /* 0: the seed */
   es_fileset set = {0};
   char err[512] = "";
   if (*rq->episode_id) {
@@ -136,6 +142,7 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
       return KA_ENOENT;
     }
     seed = ka_mix64(er->seed, (uint64_t)step);
+    problem_seed = er->seed; /* the episode's correctness inputs, as its steps had */
   } else {
     t = ka_registry_find(s->reg, rq->task_id);
     if (!t) {
@@ -184,6 +191,8 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
     return rc;
   }
   es_job *job = es_job_new_eval(t, id, seed, &set, rq->include_held_out);
+  if (problem_seed) job->problem_seed = problem_seed;
+  job->reproducible = rq->reproducible;
   job->enqueued_at = now;
   es_jobs_enqueue(&s->jobs, job);
   *job_out = job;
@@ -251,7 +260,7 @@ void es_eval_finish(es_server *s, es_job *job, const es_pb_result *r, const char
       er->reward_components[er->n_reward_components++] =
           ev_comp(&a, "held_out_speedup_geomean", ok ? exp(held_log / nheld) : 0.0);
     }
-    er->n_info = 7;
+    er->n_info = 8;
     er->info = es_arena_alloc(&a, sizeof *er->info * er->n_info);
     er->info[0] = ev_info(&a, "job_id", job->id);
     er->info[1] = ev_info(&a, "wall_s", es_arena_printf(&a, "%.3f", r->wall_s));
@@ -260,6 +269,7 @@ void es_eval_finish(es_server *s, es_job *job, const es_pb_result *r, const char
     er->info[4] = ev_info(&a, "task_id", job->task->id);
     er->info[5] = ev_info(&a, "task_version", job->task->version);
     er->info[6] = ev_info(&a, "seed", es_arena_printf(&a, "%" PRIu64, job->seed));
+    er->info[7] = ev_info(&a, "reproducible", job->reproducible ? "true" : "false");
     resp.body_case = KERNELARENA__V1__RESPONSE__BODY_EVALUATE;
     resp.evaluate = er;
   }

@@ -228,6 +228,7 @@ Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   pj->problem_seed = job->problem_seed;
   pj->files = es_fileset_to_pb(a, &job->files, &pj->n_files);
   pj->include_held_out = job->include_held_out;
+  pj->reproducible = job->reproducible;
   pj->timeout_s = job->task->timeout_s;
   pj->warmup = es_job_warmup();
   pj->reps = es_job_reps();

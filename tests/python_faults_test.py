@@ -18,6 +18,10 @@ CASE:
               seed whose prompt and files are those a Reset shows
   text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
   skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
+  reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
+              an executor restart (same per-case errors); a plain Evaluate does not; without
+              the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
+              executor that ran it sees the inputs its episode had
 Prints "ok - ..." per check and exits 1 at the first failure (with the logs).
 """
 import asyncio
@@ -402,6 +406,65 @@ def case_skyrl():
     check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
           "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
     check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
+
+
+def case_reproducible():
+    os.makedirs(STATE, exist_ok=True)
+    token = "t0k3n-for-the-test"
+    with open(os.path.join(STATE, "admin.token"), "w") as f:
+        f.write(token + "\n")
+    start_stack()
+    wait_ready_elsewhere()
+    c = kernelarena.Client(URL, timeout_s=120)
+    # erff instead of erf: correct within the tolerance, but its error depends on the inputs
+    approx = {"gelu.c": GELU.replace("erf(", "erff(")}
+
+    def errs(**kw):
+        r = c.evaluate("host/gelu", files=approx, seed=42, **kw)
+        return [(x.name, x.max_abs_err, x.mismatches) for x in r.observation.cases], r
+
+    try:
+        c.evaluate("host/gelu", files=approx, seed=42, reproducible=True)
+        check(False, "a reproducible Evaluate without the token was run")
+    except KernelArenaError as e:
+        check(e.code == "PERMISSION_DENIED" and "reproducible" in e.message,
+              f"without the admin token: {e.code}: {e.message}")
+    rep1, r = errs(reproducible=True, admin_token=token)
+    check(dict(r.info).get("reproducible") == "true" and all(e[1] > 0 for e in rep1),
+          f"reproducible Evaluate ran, info says so; errors {rep1}")
+    plain1, _ = errs()
+    # an episode's step, then its re-evaluation (Evaluate episode_id + step) on the same
+    # executor: the correctness trial sees the inputs the episode's steps had
+    ep = c.reset("host/gelu", seed=9).episode_id
+    st = c.step(ep, 0, approx)
+    ep_errs = [(x.name, x.max_abs_err) for x in st.observation.cases]
+    rec = c.evaluate(episode_id=ep, step=1)
+    rec_errs = [(x.name, x.max_abs_err) for x in rec.observation.cases]
+    check(ep_errs == rec_errs and all(e[1] > 0 for e in ep_errs),
+          f"a recorded step re-evaluated sees its episode's inputs: {ep_errs} == {rec_errs}")
+    c.close(ep)
+    envctl = os.path.join(BIN, "envctl")
+    r = subprocess.run([envctl, "replay", "--server", URL, ep, "--reproducible"],
+                       capture_output=True, text=True, env=dict(os.environ, KA_ADMIN_TOKEN=token))
+    check(r.returncode == 0 and "OK" in r.stdout, f"envctl replay --reproducible: {r.stdout.strip()[-200:]}")
+    env_no = {k: v for k, v in os.environ.items() if k != "KA_ADMIN_TOKEN"}
+    r = subprocess.run([envctl, "replay", "--server", URL, ep, "--reproducible"],
+                       capture_output=True, text=True, env=env_no)
+    check(r.returncode == 2 and "needs the admin token" in r.stderr,
+          f"envctl replay --reproducible without a token: rc {r.returncode}, {r.stderr.strip()}")
+    # a new executor process: new secrets
+    PROCS["gpuexec"].terminate()
+    PROCS["gpuexec"].wait(30)
+    log = open(os.path.join(WORK, "gpuexec.log"), "a")
+    PROCS["gpuexec"] = subprocess.Popen(
+        [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
+         "--backends", "host"], stderr=log, stdout=log,
+        env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+    wait_ready_elsewhere()
+    rep2, _ = errs(reproducible=True, admin_token=token)
+    plain2, _ = errs()
+    check(rep1 == rep2, f"reproducible across an executor restart: {rep1} == {rep2}")
+    check(plain1 != plain2, f"a plain Evaluate draws other inputs on a new executor: {plain1} vs {plain2}")
 
 
 def main():

@@ -804,12 +804,18 @@ static int wk_check_job(wk_eval *ev, Kernelarena__V1__Result *res, char *err, si
 /* The seeds (docs/integrity.md, property 2): the correctness inputs from the job's
  * problem seed and the executor's secret (shared by an episode's steps, refcache.h),
  * everything of the timed calls (their inputs, poison, which are verified) from a secret
- * drawn for this evaluation alone; ka-validate (fixed_inputs): the job's seed alone. */
+ * drawn for this evaluation alone; ka-validate (fixed_inputs) and a reproducible Evaluate
+ * (Job.reproducible, admin only): the job's seeds alone. */
 static void wk_seeds(wk_eval *ev) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   const Kernelarena__V1__Job *job = ev->job;
   if (ev->cfg->fixed_inputs) {
     ev->in_seed = job->seed;
+    ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
+    return;
+  }
+  if (job->reproducible) { /* admin only (envserver/evaluate.c): no secret at all */
+    ev->in_seed = ka_mix64(job->problem_seed ? job->problem_seed : job->seed, 0x726570726fULL);
     ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
     return;
   }
@@ -924,6 +930,7 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   rj.warmup = job->warmup;
   rj.reps = job->reps;
   rj.poison_seed = ka_mix64(ev->eval_secret, 0x706f69736f6eULL);
+  rj.reproducible = job->reproducible;
   int reps = job->reps > 0 ? job->reps : 20;
   /* adaptive repetition on GPUs only: CPU timings on a shared host do not settle to 0.1%,
    * and the host backend's cache flush costs more than its calls */

@@ -1023,10 +1023,13 @@ static void rn_teardown(rn_cx *x) {
   free(x->vflag);
 }
 
-void rn_case_seeds(uint64_t job_seed, int ci, rn_seeds *out) {
+void rn_case_seeds(uint64_t job_seed, int ci, int reproducible, rn_seeds *out) {
   out->in = ka_mix64(job_seed, 0x6672657368000000ULL + (uint64_t)ci);
   uint64_t r[5];
-  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+  if (reproducible)
+    for (int k = 0; k < 5; k++)
+      r[k] = ka_mix64(job_seed, 0x7265700000000000ULL + (uint64_t)(ci * 8 + k));
+  else if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
     for (int k = 0; k < 5; k++)
       r[k] = ka_mix64(ka_mix64(job_seed, (uint64_t)(ka_now_s() * 1e9)),
                       0x6f776e0000000000ULL + (uint64_t)(ci * 8 + k));
@@ -1048,7 +1051,7 @@ static int rn_init(rn_cx *x) {
   for (int k = 0; k < t->ncases + t->nheld && x->tcase < 0; k++)
     if (!strcmp(t->cases[k].name, x->c.name)) x->tcase = k;
   rn_seeds sd;
-  rn_case_seeds(x->job->poison_seed, x->ci, &sd);
+  rn_case_seeds(x->job->poison_seed, x->ci, x->job->reproducible, &sd);
   x->in_seed = sd.in, x->poison_seed = sd.poison, x->rot_seed = sd.rot, x->ver_seed = sd.ver;
   x->sum_seed = sd.sum, x->trial_sum_key = sd.trial_sum;
   const ka_backend_ops *be = x->s->be;

@@ -50,11 +50,14 @@ typedef struct rn_impl {
  * invertible: red team 2026-12-01 inverted an i64 output's poison back to the seed of
  * every timed call's inputs when all were derived from one seed), the host pool's
  * rotation, the verification draw and the checksum keys. Without getrandom: the job's
- * seed mixed with the clock. Thread safe. */
+ * seed mixed with the clock. reproducible (RunnerJob.reproducible, an admin's
+ * reproducible Evaluate): all of them from the job's seed, the same on every call; the
+ * poison then leads back to the inputs, which that mode gives up by design
+ * (docs/integrity.md, "Reproducible evaluations"). Thread safe. */
 typedef struct rn_seeds {
   uint64_t in, poison, rot, ver, sum, trial_sum;
 } rn_seeds;
-void rn_case_seeds(uint64_t job_seed, int ci, rn_seeds *out);
+void rn_case_seeds(uint64_t job_seed, int ci, int reproducible, rn_seeds *out);
 
 /* The backend's last error text ("" without one). */
 const char *rn_be_err(rn_state *s);

@@ -228,7 +228,8 @@ class _Base:
         return rr
 
     @staticmethod
-    def _evaluate_body(task_id, files, seed, episode_id, step, include_held_out, admin_token):
+    def _evaluate_body(task_id, files, seed, episode_id, step, include_held_out, admin_token,
+                       reproducible=False):
         ev = pb.EvaluateRequest(
             task_id=task_id or "",
             files=_files(files),
@@ -236,6 +237,7 @@ class _Base:
             step=int(step or 0),
             include_held_out=bool(include_held_out),
             admin_token=admin_token or "",
+            reproducible=bool(reproducible),
         )
         if seed is not None:
             ev.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
@@ -346,12 +348,18 @@ class Client(_Base):
     def evaluate(self, task_id: Optional[str] = None, files: Optional[Files] = None,
                  seed: Optional[int] = None, episode_id: Optional[str] = None, step: int = 0,
                  include_held_out: bool = False, admin_token: Optional[str] = None,
-                 deadline_s: Optional[float] = None):
+                 deadline_s: Optional[float] = None, reproducible: bool = False):
         """Stateless one-shot evaluation (no episode, nothing recorded); returns
         EvaluateResponse. Either task_id + files, or episode_id + step (a recorded step's
-        files with its seed). include_held_out needs the server's admin token."""
+        files with its seed). include_held_out needs the server's admin token.
+
+        reproducible (admin token too): every input is drawn from the seed alone, with no
+        secret of the executor's, so the same call repeats its inputs (correctness results
+        bit for bit; timings are measured again) on any executor. For debugging and
+        re-scoring only: the inputs are then predictable (docs/integrity.md)."""
         return self.call("evaluate", self._evaluate_body(task_id, files, seed, episode_id, step,
-                                                         include_held_out, admin_token),
+                                                         include_held_out, admin_token,
+                                                         reproducible),
                          deadline_s)
 
     def wait_ready(self, timeout_s: float = 60.0, executors: int = 1):
@@ -445,9 +453,11 @@ class AsyncClient(_Base):
     async def evaluate(self, task_id: Optional[str] = None, files: Optional[Files] = None,
                        seed: Optional[int] = None, episode_id: Optional[str] = None,
                        step: int = 0, include_held_out: bool = False,
-                       admin_token: Optional[str] = None, deadline_s: Optional[float] = None):
+                       admin_token: Optional[str] = None, deadline_s: Optional[float] = None,
+                       reproducible: bool = False):
         return await self.call("evaluate", self._evaluate_body(
-            task_id, files, seed, episode_id, step, include_held_out, admin_token), deadline_s)
+            task_id, files, seed, episode_id, step, include_held_out, admin_token,
+            reproducible), deadline_s)
 
     async def list_tasks(self, include_prompts: bool = False):
         return list((await self.call("list_tasks", pb.ListTasksRequest(
