@@ -17,6 +17,9 @@
 #define KA_OPT_REQUEST_TIMEOUT_S 900
 /* Per-request timeout of `envctl export`, seconds (reads only). */
 #define KA_OPT_EXPORT_TIMEOUT_S 60
+/* How long envctl waits for an envserver given by --server to answer at all before it
+ * says that none does (a server still starting up has this long). */
+#define KA_OPT_CONNECT_TIMEOUT_S 10
 /* Per-run limit of a command agent of `envctl episode` (--agent-timeout), seconds. */
 #define KA_OPT_EPISODE_AGENT_TIMEOUT_S 600
 /* Largest timeout any option accepts, seconds (11.6 days; in ms it still fits an int). */

@@ -443,6 +443,29 @@ def case_dead_server():
     check("connection" in outp.lower(), "envctl names the lost connection")
     e2.close()
 
+    # envctl against a URL where nothing listens: a clear error within the connect
+    # timeout (10 s, or --timeout when shorter), not a wait of the whole request timeout
+    t = time.time()
+    r = subprocess.run([os.path.join(BIN, "envctl"), "health", "--server",
+                        f"ipc://{WORK}/nothing-here.ipc", "--timeout", "2"], capture_output=True,
+                       text=True, timeout=60)
+    dt = time.time() - t
+    check(r.returncode == 1 and "cannot reach an envserver" in r.stderr and 1.5 < dt < 8,
+          f"envctl health with nothing listening: exit {r.returncode} after {dt:.1f} s: "
+          f"{r.stderr.strip()[:120]}")
+    # a second SIGTERM ends envctl at once (the first lets its request finish)
+    p = spawn([os.path.join(BIN, "envctl"), "health", "--server", f"ipc://{WORK}/nothing2.ipc"],
+              stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    p.terminate()
+    time.sleep(0.3)
+    p.terminate()
+    try:
+        p.wait(3)
+    except subprocess.TimeoutExpired:
+        fail("envctl still runs 3 s after a second SIGTERM")
+    check(p.returncode == 143, f"envctl ends on a second SIGTERM (exit {p.returncode})")
+
 
 def wait_or_fail(wait):
     try:

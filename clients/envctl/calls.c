@@ -4,6 +4,7 @@
 
 #include "envctl.h"
 #include "ka_common.h"
+#include "ka_opt.h"
 
 int ec_print_error(const char *what, const Kernelarena__V1__Response *r) {
   if (r && r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR)
@@ -48,7 +49,9 @@ int ec_get_episode(ka_client *c, const char *id, int omit_files, int timeout_ms,
 }
 
 int ec_server_open(const char *url, int timeout_s, ka_client **out, char *err, size_t errlen) {
-  int wait_ms = timeout_s > 0 && timeout_s < 10 ? timeout_s * 1000 : 10000;
+  int wait_ms = timeout_s > 0 && timeout_s < KA_OPT_CONNECT_TIMEOUT_S
+                    ? timeout_s * 1000
+                    : KA_OPT_CONNECT_TIMEOUT_S * 1000;
   char why[512];
   int rc = ka_client_open_timeout(url, wait_ms, out, why, sizeof why);
   if (rc == KA_ETIMEDOUT)

@@ -144,7 +144,7 @@ int cmd_export(int argc, char **argv) {
   }
   ka_client *c;
   char err[512];
-  if (ka_client_open(server, &c, err, sizeof err)) {
+  if (ec_server_open(server, timeout_s, &c, err, sizeof err)) {
     fprintf(stderr, "envctl: %s\n", err);
     return 1;
   }

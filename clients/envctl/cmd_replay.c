@@ -92,7 +92,7 @@ int cmd_replay(int argc, char **argv) {
   if (reproducible && ec_replay_token(token_file, token, sizeof token)) return 2;
   ka_client *c;
   char err[512];
-  if (ka_client_open(server, &c, err, sizeof err)) {
+  if (ec_server_open(server, timeout_s, &c, err, sizeof err)) {
     fprintf(stderr, "envctl: %s\n", err);
     return 1;
   }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "envctl.h"
 #include "ka_common.h"
@@ -89,8 +90,12 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
   return -1;
 }
 
+/* The first SIGINT/SIGTERM lets the request in flight finish (an episode then closes
+ * cleanly); a second one ends envctl at once (a request to a server that is gone never
+ * finishes), with the shell's status for the signal. */
 static volatile sig_atomic_t ec_interrupted;
 static void ec_on_signal(int sig) {
+  if (ec_interrupted) _exit(128 + sig);
   ec_interrupted = sig;
 }
 
@@ -113,7 +118,10 @@ int ec_with_server(const ec_opts *o, int (*fn)(ka_client *, const ec_opts *)) {
   }
   ka_client *cl;
   int rc;
-  if (ka_client_open(url, &cl, err, sizeof err)) {
+  /* a given server must answer within KA_OPT_CONNECT_TIMEOUT_S (ec_server_open); the
+   * embedded one is up already */
+  if (o->server ? ec_server_open(url, o->timeout_s, &cl, err, sizeof err)
+                : ka_client_open(url, &cl, err, sizeof err)) {
     fprintf(stderr, "envctl: %s\n", err);
     rc = 1;
   } else {
