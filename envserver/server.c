@@ -87,6 +87,13 @@ static void srv_describe(es_server *s, es_arena *a, es_pb_response *resp) {
   resp->describe = d;
 }
 
+/* 1 if a live executor can run task t now (mtx held). */
+static int srv_task_runnable(es_server *s, const ka_task *t, double now) {
+  for (const es_worker *w = s->jobs.workers; w; w = w->next)
+    if (w->device && es_worker_live(w, now) && es_task_has_backend(t, w->device->backend)) return 1;
+  return 0;
+}
+
 static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest *rq, es_arena *a,
                            es_pb_response *resp) {
   Kernelarena__V1__ListTasksResponse *lt = es_arena_alloc(a, sizeof *lt);
@@ -113,6 +120,9 @@ static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest
     ti->tags = (char **)t->tags;
     ti->case_names = es_arena_alloc(a, sizeof *ti->case_names * (size_t)(t->ncases + 1));
     for (int c = 0; c < t->ncases; c++) ti->case_names[ti->n_case_names++] = t->cases[c].name;
+    pthread_mutex_lock(&s->mtx);
+    ti->runnable = srv_task_runnable(s, t, ka_now_s());
+    pthread_mutex_unlock(&s->mtx);
     char err[600];
     if (rq->include_prompts && es_ep_task_prompt(s, t, a, ti, err, sizeof err)) {
       es_log(s, "list_tasks: %s", err);

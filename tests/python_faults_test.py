@@ -303,6 +303,9 @@ def case_components():
 
 
 def case_prompts():
+    # a task no executor of this stack runs (cuda: the executor has the host backend only)
+    shutil.copytree(os.path.join(SRC, "tasks", "cuda2cuda", "gelu"),
+                    os.path.join(TASKS, "cuda2cuda", "gelu"))
     start_stack()
     wait_ready_elsewhere()
     out = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--server", URL,
@@ -310,7 +313,14 @@ def case_prompts():
     check(out.returncode == 0, f"envctl tasks --prompts: exit {out.returncode} {out.stderr}")
     rows = [json.loads(ln) for ln in out.stdout.splitlines()]
     check(len(rows) == 3 and [r["seed"] for r in rows] == [7, 8, 9] and
-          all(r["task_id"] == "host/gelu" for r in rows), "one row per task and seed")
+          all(r["task_id"] == "host/gelu" and r["runnable"] for r in rows),
+          "one row per task and seed, the runnable tasks only")
+    check("1 task left out" in out.stderr, f"the task left out is said: {out.stderr.strip()}")
+    every = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--server", URL,
+                            "--all-tasks"], capture_output=True, text=True)
+    allrows = {json.loads(ln)["task_id"]: json.loads(ln) for ln in every.stdout.splitlines()}
+    check(every.returncode == 0 and set(allrows) == {"host/gelu", "cuda2cuda/gelu"} and
+          allrows["cuda2cuda/gelu"]["runnable"] is False, "--all-tasks: every task, runnable said")
     r0 = rows[0]
     check(r0["files"] == {"gelu.c": GELU} and r0["tags"] and r0["case_names"] == ["n1M", "n2M"],
           "files, tags and case names")
@@ -320,7 +330,9 @@ def case_prompts():
         ti = [t for t in c.list_tasks(include_prompts=True) if t.id == "host/gelu"][0]
         check(ti.prompt == r0["prompt"] and {f.path: f.content.decode() for f in ti.files} ==
               r0["files"], "ListTasks(include_prompts) carries the same")
-        plain = c.list_tasks()[0]
+        run = {t.id: t.runnable for t in c.list_tasks()}
+        check(run == {"host/gelu": True, "cuda2cuda/gelu": False}, f"ListTasks: runnable {run}")
+        plain = [t for t in c.list_tasks() if t.id == "host/gelu"][0]
         check(plain.prompt == "" and not plain.files and list(plain.case_names) == ["n1M", "n2M"],
               "without include_prompts: case names only")
         c.close(rs.episode_id)

@@ -1,8 +1,9 @@
 /* envctl tasks [--server URL] [--tasks DIR]: the task table, from the task folder or
  * from a running server's ListTasks.
- * envctl tasks --prompts [--seed S] [--seeds K]: a prompts dataset (JSONL, one row per
- * task and seed) from ListTasks with include_prompts, of --server or of an envserver +
- * gpuexec started for it (docs/python.md, "A prompts dataset"). */
+ * envctl tasks --prompts [--seed S] [--seeds K] [--all-tasks]: a prompts dataset (JSONL,
+ * one row per task and seed) from ListTasks with include_prompts, of --server or of an
+ * envserver + gpuexec started for it (docs/python.md, "A prompts dataset"): the tasks a
+ * live executor runs (TaskInfo.runnable), or all with --all-tasks. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,7 @@ static int ec_prompt_rows(const Kernelarena__V1__TaskInfo *t, unsigned long long
   json_object_set_new(row, "files", files);
   json_object_set_new(row, "tags", tags);
   json_object_set_new(row, "case_names", cases);
+  json_object_set_new(row, "runnable", json_boolean(t->runnable));
   for (long k = 0; !bad && k < nseeds; k++) {
     json_object_set_new(row, "seed", json_integer((json_int_t)(seed + (unsigned long long)k)));
     char *line = json_dumps(row, JSON_COMPACT | JSON_ENSURE_ASCII);
@@ -111,6 +113,7 @@ static int ec_prompt_rows(const Kernelarena__V1__TaskInfo *t, unsigned long long
 
 static unsigned long long ec_prompts_seed = 1;
 static long ec_prompts_nseeds = 1;
+static int ec_prompts_all; /* --all-tasks: also tasks no live executor runs */
 
 /* Prints the prompts dataset of the server's tasks (ListTasks with include_prompts). */
 static int ec_tasks_prompts(ka_client *c, const ec_opts *o) {
@@ -130,21 +133,34 @@ static int ec_tasks_prompts(ka_client *c, const ec_opts *o) {
     ka_client_free_response(r);
     return 1;
   }
-  int rc = 0;
-  for (size_t i = 0; i < r->list_tasks->n_tasks; i++)
-    rc |= ec_prompt_rows(r->list_tasks->tasks[i], ec_prompts_seed, ec_prompts_nseeds);
+  int rc = 0, left = 0;
+  for (size_t i = 0; i < r->list_tasks->n_tasks; i++) {
+    const Kernelarena__V1__TaskInfo *t = r->list_tasks->tasks[i];
+    if (!t->runnable && !ec_prompts_all) {
+      left++;
+      continue;
+    }
+    rc |= ec_prompt_rows(t, ec_prompts_seed, ec_prompts_nseeds);
+  }
+  if (left)
+    fprintf(stderr,
+            "envctl: tasks: %d task%s left out: no live executor runs %s (a Reset would be "
+            "refused); --all-tasks includes them, with \"runnable\": false\n",
+            left, left == 1 ? "" : "s", left == 1 ? "it" : "them");
   ka_client_free_response(r);
   fflush(stdout);
   return rc;
 }
 
-/* Takes --prompts and --seeds K out of argv (ec_opts_parse knows neither); returns 1
- * when --prompts was given, -1 for a bad --seeds (printed). */
+/* Takes --prompts, --all-tasks and --seeds K out of argv (ec_opts_parse knows none of
+ * them); returns 1 when --prompts was given, -1 for a bad --seeds (printed). */
 static int ec_take_prompt_opts(int *argc, char **argv) {
   int prompts = 0, n = 0;
   for (int i = 0; i < *argc; i++) {
     if (!strcmp(argv[i], "--prompts")) {
       prompts = 1;
+    } else if (!strcmp(argv[i], "--all-tasks")) {
+      ec_prompts_all = 1;
     } else if (!strcmp(argv[i], "--seeds") || !strncmp(argv[i], "--seeds=", 8)) {
       const char *v = argv[i][7] == '=' ? argv[i] + 8 : (i + 1 < *argc ? argv[++i] : NULL);
       char *end = NULL;

@@ -23,7 +23,8 @@ typedef struct ec_command {
 
 static const ec_command ec_commands[] = {
     {"tasks", cmd_tasks, "tasks [--prompts]",
-     "list the tasks; --prompts [--seed S] [--seeds K]: the prompts dataset (JSONL)", "envctl"},
+     "list the tasks; --prompts [--seed S] [--seeds K] [--all-tasks]: the prompts dataset (JSONL)",
+     "envctl"},
     {"episode", cmd_episode, "episode --task ID", "run one episode and print every step", "envctl"},
     {"health", cmd_health, "health", "ask a running server how it is", "envctl"},
     {"export", cmd_export, "export", "episodes as JSONL: --server URL --run R | --episode E",
