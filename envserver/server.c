@@ -136,13 +136,32 @@ static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest
   resp->list_tasks = lt;
 }
 
+/* 1 if worker ids a and b name one device: equal up to a "#slot" suffix. */
+static int srv_same_device(const char *a, const char *b) {
+  size_t na = strcspn(a, "#"), nb = strcspn(b, "#");
+  return na == nb && !strncmp(a, b, na);
+}
+
+/* Live workers in *slots and the distinct devices among them in *devices (mtx held). */
+static void srv_count_live(es_server *s, double now, int *slots, int *devices) {
+  *slots = *devices = 0;
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    if (!es_worker_live(w, now)) continue;
+    ++*slots;
+    int seen = 0;
+    for (es_worker *v = s->jobs.workers; v != w && !seen; v = v->next)
+      seen = es_worker_live(v, now) && srv_same_device(v->id, w->id);
+    *devices += !seen;
+  }
+}
+
 static void srv_health(es_server *s, es_arena *a, es_pb_response *resp) {
   Kernelarena__V1__HealthResponse *h = es_arena_alloc(a, sizeof *h);
   kernelarena__v1__health_response__init(h);
   pthread_mutex_lock(&s->mtx);
   double now = ka_now_s();
   h->ok = !s->net->stopping;
-  for (es_worker *w = s->jobs.workers; w; w = w->next) h->executors += es_worker_live(w, now);
+  srv_count_live(s, now, &h->executors, &h->devices);
   h->queued_jobs = s->jobs.nqueued;
   h->running_jobs = s->jobs.nrunning;
   h->open_episodes = s->nopen;

@@ -21,6 +21,14 @@ ka_init concurrency
 ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 8/; s/n: 1048576/n: 65536/" \
   "s/n: 2097152/n: 131072/"
 ka_stack "$WORK/tasks" -- --jobs-per-device 3 --verbose
+# Health counts the three slots and the one device they share (their workers all poll
+# within a second of the start)
+n=0
+until "$BIN/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "executors=3"; do
+  n=$((n + 1)); [ $n -ge 20 ] && break; sleep 0.25
+done
+check "health: executors=3 devices=1 (three slots of one device)" \
+  sh -c "'$BIN/envctl' health --server '$URL' | grep -q 'executors=3 devices=1 '"
 
 # name:file of each episode; the two honest ones take 3 steps, so that whichever episode
 # waits for a slot still finds evaluations in flight when it runs
