@@ -158,6 +158,7 @@ es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *devic
 /* 1 if w counts as live at now: it polled within ES_LIVE_S, or it holds a job and is
  * not yet lost (es_worker_lost). */
 int es_worker_live(const es_worker *w, double now);
+
 /* 1 if w holds a job and has not polled for 2 x (job timeout + 30 s), or, when it sent
  * heartbeats for that job, for its heartbeat_lost_s. */
 int es_worker_lost(const es_worker *w, double now);
@@ -424,5 +425,8 @@ int es_pb_utf8_fix(ProtobufCMessage *m);
 
 /* Logs one line to stderr ("envserver: ..."), unless --quiet. Thread-safe. */
 void es_log(const es_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The proto name of a Status ("OK", "COMPILE_ERROR", ...) for logs; "?" if unknown.
+ * Static storage; thread-safe. */
+const char *es_status_name(int status);
 
 #endif

@@ -733,8 +733,8 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
   ep_evict(s, ep); /* closed while the step was in flight */
   pthread_mutex_unlock(&s->mtx);
   if (counted)
-    es_log(s, "episode %s step %d: status %d reward %.3f", epid, job->step, (int)result->status,
-           rw.reward);
+    es_log(s, "episode %s step %d: %s, reward %.3f", epid, job->step,
+           es_status_name((int)result->status), rw.reward);
   es_arena_free(&a);
   es_reward_free(&rw);
   es_job_free(job);

@@ -282,7 +282,7 @@ void es_eval_finish(es_server *s, es_job *job, const es_pb_result *r, const char
     *waiter_out = waiter;
   }
   pthread_mutex_unlock(&s->mtx);
-  es_log(s, "evaluate %s (%s): status %d", job->id, job->task->id, (int)r->status);
+  es_log(s, "evaluate %s (%s): %s", job->id, job->task->id, es_status_name((int)r->status));
   es_arena_free(&a);
   es_reward_free(&rw);
   es_job_free(job);

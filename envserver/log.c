@@ -13,3 +13,9 @@ void es_log(const es_server *s, const char *fmt, ...) {
   va_end(ap);
   fprintf(stderr, "envserver: %s\n", line);
 }
+
+const char *es_status_name(int status) {
+  const ProtobufCEnumValue *v =
+      protobuf_c_enum_descriptor_get_value(&kernelarena__v1__status__descriptor, status);
+  return v ? v->name : "?";
+}

@@ -250,6 +250,13 @@ static int gx_worker_redial(gx_worker *w, nng_socket *sock) {
   }
 }
 
+/* The proto name of a Status ("OK", "COMPILE_ERROR", ...), "?" for an unknown value. */
+static const char *gx_status_name(int status) {
+  const ProtobufCEnumValue *v =
+      protobuf_c_enum_descriptor_get_value(&kernelarena__v1__status__descriptor, status);
+  return v ? v->name : "?";
+}
+
 static void *gx_worker_main(void *arg) {
   gx_worker *w = arg;
   nng_socket sock;
@@ -331,8 +338,8 @@ static void *gx_worker_main(void *arg) {
       gx_heartbeat_set(w, NULL);
       have_pending = 1;
       if (w->cfg->verbose)
-        fprintf(stderr, "gpuexec: %s: job %s -> status %d in %.2f s\n", w->id, job->job_id,
-                pending.status, pending.wall_s);
+        fprintf(stderr, "gpuexec: %s: job %s -> %s in %.2f s\n", w->id, job->job_id,
+                gx_status_name(pending.status), pending.wall_s);
     }
     kernelarena__v1__exec_response__free_unpacked(resp, NULL);
   }
