@@ -594,7 +594,9 @@ static void rp_usage(FILE *f) {
   fprintf(f,
           "usage: envctl report RUN [RUN...] -o report.html [options]\n"
           "  one self-contained HTML file (no external references) with the charts of the\n"
-          "  runs (folders of `envctl run`, or run ids under --runs-dir)\n"
+          "  runs (folders of `envctl run`, or run ids under --runs-dir), each later run\n"
+          "  compared with the first, and every episode linked to its files (links relative\n"
+          "  to FILE's folder: move the report and the run folders together)\n"
           "  -o, --output FILE       where to write the report (required)\n"
           "  --runs-dir DIR          where run ids are looked up (default runs)\n"
           "  --title TEXT            the report's title\n"
