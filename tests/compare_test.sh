@@ -104,7 +104,51 @@ e = [x for x in j['episodes'] if x['b_status'] == 'missing'][0]
 assert abs(e['b_log_speedup'] - math.log(0.25)) < 1e-12, e
 "
 
-# 5. bad input: clear error, exit code, nothing written or changed
+# 5. few paired tasks (ec_compare's edges): B's plan reduced to host/gelu plus a task
+#    that A lacks (1 paired task: interval of one delta, no test, no verdict), then to
+#    that task alone (0 paired: every number null)
+cp -r "$T/runs/better" "$T/one" && cp -r "$T/runs/better" "$T/none"
+python3 - "$T/one/run.json" "$T/none/run.json" <<'EOF'
+import json, sys
+for path, keep in zip(sys.argv[1:], [("host/gelu",), ()]):
+    j = json.load(open(path))
+    j["plan"] = [e for e in j["plan"] if e["task"] in keep]
+    j["plan"].append({"task": "host/extra", "repeat": 0, "seed": 1, "dir": "/nonexistent"})
+    json.dump(j, open(path, "w"))
+EOF
+"$ENVCTL" compare "$T/runs/base" "$T/one" --json >"$T/one.json"
+"$ENVCTL" compare "$T/runs/base" "$T/none" --json >"$T/none.json"
+python3 - "$T/one.json" "$T/none.json" <<'EOF'
+import json, math, sys
+one, none = (json.load(open(p)) for p in sys.argv[1:])
+assert one["paired_tasks"] == 1 and one["wins"] == 1, one
+assert [t["task"] for t in one["tasks"]] == ["host/gelu"], one["tasks"]
+assert {(u["task"], u["only_in"]) for u in one["unpaired_tasks"]} == {
+    ("host/softmax", "A"), ("host/layernorm", "A"), ("host/row_sum", "A"),
+    ("host/transpose", "A"), ("host/extra", "B")}, one["unpaired_tasks"]
+assert abs(one["mean_log_ratio"] - math.log(1.55)) < 2e-3, one["mean_log_ratio"]
+assert one["ci"] == [one["mean_log_ratio"]] * 2, one["ci"]
+assert one["p"] is None and one["t"] is None and one["p_wilcoxon"] is None and one["df"] == 0
+assert one["verdict"] == "no detectable difference"
+assert "(fewer than 2 paired tasks)" in one["verdict_line"], one["verdict_line"]
+assert len(one["episodes"]) == 2 and one["b"]["failed"] == 1, one["b"]  # host/extra: missing
+assert none["paired_tasks"] == 0 and none["tasks"] == [] and len(none["unpaired_tasks"]) == 6
+for k in ("mean_log_ratio", "speedup_ratio", "t", "p", "p_wilcoxon", "mean_delta_reward"):
+    assert none[k] is None, (k, none[k])
+assert none["ci"] == [None, None] and none["ratio_ci"] == [None, None]
+assert none["noise"]["a_sd"] is None and none["noise"]["a_tasks"] == 0
+assert none["noise"]["se_mean_diff"] is None and none["episodes"] == []
+assert none["verdict"] == "no detectable difference"
+EOF
+"$ENVCTL" compare "$T/runs/base" "$T/one" >"$T/one.txt"
+"$ENVCTL" compare "$T/runs/base" "$T/none" >"$T/none.txt"
+grep -q '^not paired (only in B): host/extra$' "$T/one.txt" || fail "1 paired task: unpaired list"
+grep -q '^mean log speedup ratio (B/A): +0.43' "$T/one.txt" || fail "1 paired task: the mean"
+! grep -q '^paired t-test' "$T/one.txt" || fail "1 paired task: a test printed"
+grep -q '^run-to-run noise: unknown' "$T/none.txt" || fail "0 paired tasks: noise line"
+! grep -q '^mean log speedup ratio' "$T/none.txt" || fail "0 paired tasks: a mean printed"
+
+# 6. bad input: clear error, exit code, nothing written or changed
 expect_err() { # CODE PATTERN ARGS...
   code=$1
   pat=$2

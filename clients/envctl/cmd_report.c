@@ -1,12 +1,15 @@
 /* `envctl report RUN [RUN...] -o report.html`: one self-contained HTML file (inline CSS,
  * inline SVG charts drawn here, a few lines of inline JS for the table search; no
  * external URLs) from run folders of `envctl run` (docs/experiments.md). */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "ka_opt.h"
@@ -58,6 +61,7 @@ static void rp_esc(FILE *f, const char *s) {
 typedef struct rp_cell {
   int n, failed, held_n;
   double log_sum, held_gap_sum;
+  double log_min, log_max; /* over the repeats (failures at the failure speedup) */
 } rp_cell;
 
 /* The tasks of all runs (first-seen order) and, per run and task, its episodes. */
@@ -68,6 +72,8 @@ typedef struct rp_data {
   int ntasks;
   rp_cell *cell; /* [run * ntasks + task] */
   int any_held;
+  ec_comparison cmp[RP_MAX_RUNS]; /* [r]: run r against run 0, for r >= 1 */
+  char here[PATH_MAX];            /* the report's folder (canonical): links start here */
 } rp_data;
 
 static rp_cell *rp_at(const rp_data *d, int run, int task) {
@@ -95,6 +101,8 @@ static void rp_index(rp_data *d) {
       int k = 0;
       while (strcmp(d->tasks[k], w->task)) k++;
       rp_cell *c = rp_at(d, r, k);
+      c->log_min = c->n ? fmin(c->log_min, w->log_speedup) : w->log_speedup;
+      c->log_max = c->n ? fmax(c->log_max, w->log_speedup) : w->log_speedup;
       c->n++;
       c->failed += !w->ok;
       c->log_sum += w->log_speedup;
@@ -173,13 +181,27 @@ static void rp_hist(FILE *f, const rp_data *d) {
   fputs("</svg>\n", f);
 }
 
-/* Speedup per task: horizontal bars from the baseline (x1) on a log axis, one per run. */
+/* The error bar of one (run, task) with 2+ repeats: a whisker from the smallest to the
+ * largest speedup over the repeats, centred on the bar at height y, with end caps. */
+static void rp_whisker(FILE *f, const rp_cell *c, double xlo, double xhi, double y) {
+  fprintf(f,
+          "<g class=err><title>x%.3g..x%.3g over %d repeats</title><line x1=%.1f y1=%.1f "
+          "x2=%.1f y2=%.1f /><line x1=%.1f y1=%.1f x2=%.1f y2=%.1f /><line x1=%.1f y1=%.1f "
+          "x2=%.1f y2=%.1f /></g>\n",
+          exp(c->log_min), exp(c->log_max), c->n, xlo, y, xhi, y, xlo, y - 4, xlo, y + 4, xhi,
+          y - 4, xhi, y + 4);
+}
+
+/* Speedup per task: horizontal bars from the baseline (x1) on a log axis, one per run,
+ * each with its error bar (rp_whisker) when the task has 2+ repeats in that run. */
 static void rp_speedups(FILE *f, const rp_data *d, double fail_sp) {
   double lo = fail_sp, hi = 2;
   for (int r = 0; r < d->nruns; r++)
     for (int k = 0; k < d->ntasks; k++) {
-      double g = rp_geo(rp_at(d, r, k));
-      if (isfinite(g)) lo = fmin(lo, g), hi = fmax(hi, g);
+      const rp_cell *c = rp_at(d, r, k);
+      if (!c->n) continue;
+      lo = fmin(lo, exp(c->log_min));
+      hi = fmax(hi, exp(c->log_max));
     }
   double l0 = floor(log2(lo) - 1e-9), l1 = ceil(log2(hi) + 1e-9);
   const double W = 720, L = 200, R = 60, T = 10, B = 36, bh = 12;
@@ -207,8 +229,14 @@ static void rp_speedups(FILE *f, const rp_data *d, double fail_sp) {
               "episodes failed</title></rect>\n",
               fmin(x1, xv), y0 + 4 + r * bh, fmax(fabs(xv - x1), 1), bh - 2, rp_color[r],
               c->failed ? " fill-opacity=0.5" : "", g, c->failed, c->n);
-      fprintf(f, "<text x=%.1f y=%.1f class=val>x%.3g%s</text>\n", fmax(x1, xv) + 3,
-              y0 + 4 + r * bh + bh - 3, g, c->failed ? "*" : "");
+      double xr = fmax(x1, xv);
+      if (c->n >= 2) {
+        double xlo = RP_X(exp(c->log_min)), xhi = RP_X(exp(c->log_max));
+        rp_whisker(f, c, xlo, xhi, y0 + 4 + r * bh + (bh - 2) / 2);
+        xr = fmax(xr, xhi);
+      }
+      fprintf(f, "<text x=%.1f y=%.1f class=val>x%.3g%s</text>\n", xr + 3, y0 + 4 + r * bh + bh - 3,
+              g, c->failed ? "*" : "");
     }
   }
   fprintf(f, "<line x1=%.1f y1=%g x2=%.1f y2=%g class=base />\n", RP_X(1), T, RP_X(1), H - B);
@@ -313,12 +341,126 @@ static void rp_num(FILE *f, double v, const char *fmt) {
     fputs("&ndash;", f);
 }
 
+/* Writes path as the body of a relative URL: every byte but A-Z a-z 0-9 - . _ ~ / @
+ * percent-encoded (so a ':', '#', '?', '%', space or quote in a file name can neither
+ * end the attribute nor make the link absolute). */
+static void rp_url(FILE *f, const char *path) {
+  for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+    if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+        strchr("-._~/@", *c))
+      fputc(*c, f);
+    else
+      fprintf(f, "%%%02X", *c);
+}
+
+/* The relative path from folder `from` to `to`, both absolute and canonical (realpath),
+ * into buf: "../" for each of from's components past the common prefix, then the rest
+ * of to; "." when they are the same folder. */
+static void rp_relpath(const char *from, const char *to, char *buf, size_t n) {
+  size_t k = 0, common = 0;
+  for (; from[k] && to[k] && from[k] == to[k]; k++)
+    if (from[k] == '/') common = k;
+  if ((from[k] == 0 || from[k] == '/') && (to[k] == 0 || to[k] == '/')) common = k;
+  size_t len = 0;
+  buf[0] = 0;
+  for (const char *c = from + common; *c; c++)
+    if (*c != '/' && (c == from + common || c[-1] == '/'))
+      len += (size_t)snprintf(buf + len, len < n ? n - len : 0, "../");
+  const char *rest = to + common;
+  while (*rest == '/') rest++;
+  if (len < n) snprintf(buf + len, n - len, "%s", *rest ? rest : len ? "" : ".");
+  len = strlen(buf);
+  if (len > 1 && buf[len - 1] == '/') buf[len - 1] = 0;
+}
+
+static int rp_exists(const char *dir, const char *name, int want_dir) {
+  char p[PATH_MAX * 2];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return stat(p, &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode));
+}
+
+/* One link, <a href="REL/NAME">TEXT</a>, to a file or folder (NAME ending in /) of the
+ * episode folder. */
+static void rp_link(FILE *f, const char *rel, const char *name, const char *text) {
+  fputs("<a href=\"", f);
+  rp_url(f, rel);
+  fputc('/', f);
+  rp_url(f, name);
+  fputs("\">", f);
+  rp_esc(f, text);
+  fputs("</a> ", f);
+}
+
+static int rp_step_cmp(const struct dirent **a, const struct dirent **b) {
+  long x = atol((*a)->d_name), y = atol((*b)->d_name);
+  return x < y ? -1 : x > y;
+}
+
+static int rp_is_step(const struct dirent *e) {
+  return e->d_name[0] && strspn(e->d_name, "0123456789") == strlen(e->d_name);
+}
+
+static int rp_is_file(const struct dirent *e) {
+  return e->d_name[0] != '.';
+}
+
+/* Links to the step folders steps/<n>/ of episode folder dir, in step order. */
+static void rp_step_links(FILE *f, const char *dir, const char *rel) {
+  char p[PATH_MAX * 2], name[300], text[300];
+  snprintf(p, sizeof p, "%s/steps", dir);
+  struct dirent **e = NULL;
+  int n = scandir(p, &e, rp_is_step, rp_step_cmp);
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "steps/%s/", e[i]->d_name);
+    snprintf(text, sizeof text, "step %s", e[i]->d_name);
+    if (rp_exists(dir, name, 1)) rp_link(f, rel, name, text);
+    free(e[i]);
+  }
+  free(e);
+}
+
+/* Links to the files of final/ (the scored step's files: the final kernel), by name. */
+static void rp_final_links(FILE *f, const char *dir, const char *rel) {
+  char p[PATH_MAX * 2], name[300];
+  snprintf(p, sizeof p, "%s/final", dir);
+  struct dirent **e = NULL;
+  int n = scandir(p, &e, rp_is_file, alphasort);
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "final/%s", e[i]->d_name);
+    if (rp_exists(dir, name, 0)) rp_link(f, rel, name, name);
+    free(e[i]);
+  }
+  free(e);
+}
+
+/* The files cell of an episode's row: links, relative to the report's folder, to what
+ * its episode folder holds of episode.json, steps.jsonl, the step folders, the final
+ * kernel, the transcript and agent.stderr (docs/agents.md, "The run folder"); only to
+ * what exists, so that no link dangles. */
+static void rp_files(FILE *f, const rp_data *d, const ec_episode_row *w) {
+  char real[PATH_MAX], rel[PATH_MAX * 2];
+  if (!w->dir || !realpath(w->dir, real)) {
+    fputs("&ndash;", f);
+    return;
+  }
+  rp_relpath(d->here, real, rel, sizeof rel);
+  static const char *const top[] = {"episode.json", "steps.jsonl"};
+  static const char *const logs[] = {"transcript.jsonl", "transcript.txt", "agent.stderr"};
+  for (int i = 0; i < 2; i++)
+    if (rp_exists(real, top[i], 0)) rp_link(f, rel, top[i], top[i]);
+  rp_step_links(f, real, rel);
+  rp_final_links(f, real, rel);
+  for (int i = 0; i < 3; i++)
+    if (rp_exists(real, logs[i], 0)) rp_link(f, rel, logs[i], logs[i]);
+}
+
 static void rp_table(FILE *f, const rp_data *d) {
   fputs(
       "<input id=q type=search placeholder=\"search episodes (task, status, message...)\">\n"
       "<table id=eps><thead><tr><th>run</th><th>task</th><th>repeat</th><th>status</th>"
       "<th>correct</th><th>reward</th><th>speedup</th><th>steps</th><th>held-out speedup"
-      "</th><th>held-out gap</th><th>message</th></tr></thead><tbody>\n",
+      "</th><th>held-out gap</th><th>message</th><th>files</th></tr></thead><tbody>\n",
       f);
   for (int r = 0; r < d->nruns; r++)
     for (size_t i = 0; i < d->runs[r].nrows; i++) {
@@ -338,9 +480,65 @@ static void rp_table(FILE *f, const rp_data *d) {
       rp_num(f, w->held_gap, "%.3g");
       fputs("</td><td>", f);
       rp_esc(f, w->message);
+      fputs("</td><td class=files>", f);
+      rp_files(f, d, w);
       fputs("</td></tr>\n", f);
     }
   fputs("</tbody></table>\n", f);
+}
+
+/* Each later run against the first (ec_compare with compare's defaults): a row per run
+ * with the verdict, the speedup ratio and its 95% interval, both tests' p-values and the
+ * wins, ties and losses; then each comparison's verdict line as compare prints it. */
+static void rp_compare(FILE *f, const rp_data *d) {
+  fputs("<h2>Each run against the first</h2>\n", f);
+  if (d->nruns < 2) {
+    fputs(
+        "<p class=note id=no-compare>One run: give two or more runs to compare each with "
+        "the first.</p>\n",
+        f);
+    return;
+  }
+  fprintf(f,
+          "<p class=note>As <code>envctl compare FIRST RUN</code> computes it with its "
+          "defaults: paired by task; the speedup ratio is the geometric mean over tasks of "
+          "the run's speedup over the first's, its 95%% interval a percentile bootstrap over "
+          "tasks (%d resamples, seed %lu); better or worse when p &lt; %.2g and the "
+          "interval excludes x1.</p>\n",
+          EC_COMPARE_RESAMPLES, EC_COMPARE_SEED, EC_COMPARE_ALPHA);
+  fputs(
+      "<table id=cmp class=sum><thead><tr><th>run</th><th>against</th><th>verdict</th>"
+      "<th>speedup ratio</th><th>95% CI</th><th>paired t-test p</th><th>Wilcoxon p</th>"
+      "<th>wins / ties / losses</th><th>paired tasks</th></tr></thead><tbody>\n",
+      f);
+  for (int r = 1; r < d->nruns; r++) {
+    const ec_comparison *c = &d->cmp[r];
+    fprintf(f, "<tr id=cmp-%d class=\"%s\"><td><i style=\"background:%s\"></i>", r,
+            c->verdict[0] == 'n' ? "same" : c->verdict, rp_color[r]);
+    rp_esc(f, d->runs[r].label);
+    fputs("</td><td>", f);
+    rp_esc(f, d->runs[0].label);
+    fputs("</td><td class=v>", f);
+    rp_esc(f, c->verdict);
+    fputs("</td><td class=ratio>", f);
+    rp_num(f, exp(c->mean_log), "x%.3f");
+    fputs("</td><td class=ci>", f);
+    rp_num(f, exp(c->ci_lo), "x%.3f");
+    fputs("..", f);
+    rp_num(f, exp(c->ci_hi), "x%.3f");
+    fputs("</td><td class=p>", f);
+    rp_num(f, c->p, "%.3g");
+    fputs("</td><td class=pw>", f);
+    rp_num(f, c->p_wilcoxon, "%.3g");
+    fprintf(f, "</td><td class=wtl>%d / %d / %d</td><td class=np>%zu</td></tr>\n", c->wins, c->ties,
+            c->losses, c->npaired);
+  }
+  fputs("</tbody></table>\n", f);
+  for (int r = 1; r < d->nruns; r++) {
+    fprintf(f, "<p class=verdict id=verdict-%d>", r);
+    rp_esc(f, d->cmp[r].verdict_line);
+    fputs("</p>\n", f);
+  }
 }
 
 static void rp_summary(FILE *f, const rp_data *d, double fail_sp) {
@@ -382,7 +580,9 @@ static const char rp_css[] =
     "svg{display:block;margin:6px 0}svg .grid{stroke:#e6e6e6}svg .base{stroke:#555;"
     "stroke-dasharray:4 3}svg .diag{stroke:#888;stroke-dasharray:5 4}"
     "svg .ax{font-size:11px;fill:#555}svg .lab{font-size:12px;fill:#333}"
-    "svg .val{font-size:10px;fill:#333}#q{width:360px;padding:4px;margin:6px 0}";
+    "svg .val{font-size:10px;fill:#333}svg .err line{stroke:#222;stroke-width:1.2}"
+    "#q{width:360px;padding:4px;margin:6px 0}tr.better td{background:#f1fbf1}"
+    "tr.worse td{background:#fff4f4}.verdict{font-weight:600}td.files a{margin-right:2px}";
 
 static const char rp_js[] =
     "document.getElementById('q').addEventListener('input',function(){"
@@ -394,7 +594,9 @@ static void rp_usage(FILE *f) {
   fprintf(f,
           "usage: envctl report RUN [RUN...] -o report.html [options]\n"
           "  one self-contained HTML file (no external references) with the charts of the\n"
-          "  runs (folders of `envctl run`, or run ids under --runs-dir)\n"
+          "  runs (folders of `envctl run`, or run ids under --runs-dir), each later run\n"
+          "  compared with the first, and every episode linked to its files (links relative\n"
+          "  to FILE's folder: move the report and the run folders together)\n"
           "  -o, --output FILE       where to write the report (required)\n"
           "  --runs-dir DIR          where run ids are looked up (default runs)\n"
           "  --title TEXT            the report's title\n"
@@ -402,28 +604,37 @@ static void rp_usage(FILE *f) {
           EC_FAILURE_SPEEDUP);
 }
 
-int cmd_report(int argc, char **argv) {
+/* What the command line asked for. */
+typedef struct rp_args {
+  const char *out, *runs_dir, *title;
+  double fail_sp;
+  char **runs; /* nruns names */
+  int nruns;
+} rp_args;
+
+/* Parses argv into *a. Returns -1 to go on, else the exit code (0 after --help, 2 for a
+ * usage error, its message printed). */
+static int rp_parse(int argc, char **argv, rp_args *a) {
   static const struct option opts[] = {
       {"output", required_argument, 0, 'o'}, {"runs-dir", required_argument, 0, 'd'},
       {"title", required_argument, 0, 't'},  {"failure-speedup", required_argument, 0, 'f'},
       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-  const char *out = NULL, *runs_dir = "runs", *title = NULL;
-  double fail_sp = EC_FAILURE_SPEEDUP;
+  *a = (rp_args){.runs_dir = "runs", .fail_sp = EC_FAILURE_SPEEDUP};
   int c;
   optind = 1;
   while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
     switch (c) {
       case 'o':
-        out = optarg;
+        a->out = optarg;
         break;
       case 'd':
-        runs_dir = optarg;
+        a->runs_dir = optarg;
         break;
       case 't':
-        title = optarg;
+        a->title = optarg;
         break;
       case 'f':
-        if (ka_opt_fraction("envctl report", "failure-speedup", optarg, &fail_sp)) return 2;
+        if (ka_opt_fraction("envctl report", "failure-speedup", optarg, &a->fail_sp)) return 2;
         break;
       case 'h':
         rp_usage(stdout);
@@ -433,90 +644,151 @@ int cmd_report(int argc, char **argv) {
         return 2;
     }
   }
-  int nruns = argc - optind;
-  if (!out || nruns < 1 || nruns > RP_MAX_RUNS) {
+  a->nruns = argc - optind;
+  a->runs = argv + optind;
+  if (!a->out || a->nruns < 1 || a->nruns > RP_MAX_RUNS) {
     fprintf(stderr, "envctl report: needs 1 to %d runs and -o FILE\n", RP_MAX_RUNS);
     rp_usage(stderr);
     return 2;
   }
-  rp_data d = {.runs = calloc((size_t)nruns, sizeof(ec_run_data)), .nruns = nruns};
+  return -1;
+}
+
+/* Loads the runs, indexes their tasks and compares each later run with the first.
+ * Returns 0, or 1 with the reason printed. */
+static int rp_load(const rp_args *a, rp_data *d) {
   char err[4300];
-  int rc = 0;
-  for (int r = 0; r < nruns && !rc; r++)
-    if (ec_run_load(argv[optind + r], runs_dir, fail_sp, &d.runs[r], err, sizeof err)) {
+  d->runs = calloc((size_t)a->nruns, sizeof(ec_run_data));
+  if (!d->runs) {
+    fprintf(stderr, "envctl report: out of memory\n");
+    return 1;
+  }
+  d->nruns = a->nruns;
+  for (int r = 0; r < a->nruns; r++)
+    if (ec_run_load(a->runs[r], a->runs_dir, a->fail_sp, &d->runs[r], err, sizeof err)) {
       fprintf(stderr, "envctl report: %s\n", err);
-      rc = 1;
+      return 1;
     }
-  char tmp[4200];
-  FILE *f = NULL;
-  if (!rc) {
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    f = fopen(tmp, "w");
-    if (!f) {
-      fprintf(stderr, "envctl report: cannot write %s: %s\n", tmp, strerror(errno));
-      rc = 1;
+  rp_index(d);
+  for (int r = 1; r < d->nruns; r++)
+    if (ec_compare(&d->runs[0], &d->runs[r], NULL, &d->cmp[r])) {
+      fprintf(stderr, "envctl report: out of memory\n");
+      return 1;
     }
-  }
-  if (!rc) {
-    rp_index(&d);
-    fputs("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>", f);
-    rp_esc(f, title ? title : "kernelarena report");
-    fprintf(f, "</title>\n<style>%s</style></head><body>\n<h1>", rp_css);
-    rp_esc(f, title ? title : "kernelarena report");
-    time_t now = time(NULL);
-    char when[64];
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    fprintf(f, "</h1>\n<p class=note>%d run(s), %d task(s); written %s by envctl report.</p>\n",
-            d.nruns, d.ntasks, when);
-    rp_summary(f, &d, fail_sp);
-    fputs("<h2>Score distribution</h2>\n", f);
-    rp_legend(f, &d);
-    rp_hist(f, &d);
+  return 0;
+}
+
+/* The whole page, section by section. */
+static void rp_page(FILE *f, const rp_data *d, const rp_args *a) {
+  const char *title = a->title ? a->title : "kernelarena report";
+  fputs("<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>", f);
+  rp_esc(f, title);
+  fprintf(f, "</title>\n<style>%s</style></head><body>\n<h1>", rp_css);
+  rp_esc(f, title);
+  time_t now = time(NULL);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+  fprintf(f, "</h1>\n<p class=note>%d run(s), %d task(s); written %s by envctl report.</p>\n",
+          d->nruns, d->ntasks, when);
+  rp_summary(f, d, a->fail_sp);
+  rp_compare(f, d);
+  fputs("<h2>Score distribution</h2>\n", f);
+  rp_legend(f, d);
+  rp_hist(f, d);
+  fprintf(f,
+          "<h2>Speedup per task</h2>\n<p class=note>Bars: the geometric mean over repeats; * "
+          "and pale: includes failed episodes. Error bars (tasks with 2+ repeats): the "
+          "smallest to the largest speedup over the repeats, a failure at x%.2g. Dashed "
+          "line: the baseline (x1).</p>\n",
+          a->fail_sp);
+  rp_legend(f, d);
+  rp_speedups(f, d, a->fail_sp);
+  fputs("<h2>Run against run, per task</h2>\n", f);
+  if (d->nruns >= 2) {
     fputs(
-        "<h2>Speedup per task</h2>\n<p class=note>Geometric mean over repeats; * and pale: "
-        "includes failed episodes. Dashed line: the baseline (x1).</p>\n",
+        "<p class=note>x: the first run's speedup; y: each later run's (its colour). Above "
+        "the diagonal: the later run is faster on that task.</p>\n",
         f);
-    rp_legend(f, &d);
-    rp_speedups(f, &d, fail_sp);
-    fputs("<h2>Run against run, per task</h2>\n", f);
-    if (d.nruns >= 2) {
-      fputs(
-          "<p class=note>x: the first run's speedup; y: each later run's (its colour). Above "
-          "the diagonal: the later run is faster on that task.</p>\n",
-          f);
-      rp_legend(f, &d);
-      rp_scatter(f, &d, fail_sp);
-    } else {
-      fputs("<p class=note id=no-scatter>One run: give two or more runs for this chart.</p>\n", f);
-    }
-    fputs("<h2>Held-out gap</h2>\n", f);
-    if (d.any_held) {
-      fputs(
-          "<p class=note>Held-out speedup / shown speedup of the final kernel (1: no gap; "
-          "below 1: slower on the held-out cases).</p>\n",
-          f);
-      rp_legend(f, &d);
-      rp_held(f, &d);
-    } else {
-      fputs(
-          "<p class=note id=no-heldout>No episode of these runs has held-out results (run "
-          "with <code>held_out: true</code> on a server that scores held-out cases).</p>\n",
-          f);
-    }
-    fputs("<h2>Episodes</h2>\n", f);
-    rp_table(f, &d);
-    fprintf(f, "<script>%s</script>\n</body></html>\n", rp_js);
-    if (fclose(f) || rename(tmp, out)) {
-      fprintf(stderr, "envctl report: cannot write %s: %s\n", out, strerror(errno));
-      remove(tmp);
-      rc = 1;
-    } else {
-      fprintf(stderr, "envctl report: wrote %s (%d runs, %d tasks)\n", out, d.nruns, d.ntasks);
-    }
+    rp_legend(f, d);
+    rp_scatter(f, d, a->fail_sp);
+  } else {
+    fputs("<p class=note id=no-scatter>One run: give two or more runs for this chart.</p>\n", f);
   }
-  for (int r = 0; r < nruns; r++) ec_run_free(&d.runs[r]);
-  free(d.runs);
-  free(d.tasks);
-  free(d.cell);
+  fputs("<h2>Held-out gap</h2>\n", f);
+  if (d->any_held) {
+    fputs(
+        "<p class=note>Held-out speedup / shown speedup of the final kernel (1: no gap; "
+        "below 1: slower on the held-out cases).</p>\n",
+        f);
+    rp_legend(f, d);
+    rp_held(f, d);
+  } else {
+    fputs(
+        "<p class=note id=no-heldout>No episode of these runs has held-out results (run "
+        "with <code>held_out: true</code> on a server that scores held-out cases).</p>\n",
+        f);
+  }
+  fputs(
+      "<h2>Episodes</h2>\n<p class=note>Files: links to the episode's folder in its run "
+      "folder, relative to this report's folder (move the report and the run folders "
+      "together and they still work).</p>\n",
+      f);
+  rp_table(f, d);
+  fprintf(f, "<script>%s</script>\n</body></html>\n", rp_js);
+}
+
+/* Writes the page to OUT.tmp and renames it to OUT, so that a failed report leaves no
+ * partial file; d->here gets OUT's folder (where the links start). Returns 0, or 1 with
+ * the reason printed. */
+static int rp_write(rp_data *d, const rp_args *a) {
+  char tmp[PATH_MAX + 8], folder[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s.tmp", a->out);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    fprintf(stderr, "envctl report: cannot write %s: %s\n", tmp, strerror(errno));
+    return 1;
+  }
+  snprintf(folder, sizeof folder, "%s", a->out);
+  char *slash = strrchr(folder, '/');
+  if (!slash)
+    snprintf(folder, sizeof folder, ".");
+  else if (slash == folder)
+    folder[1] = 0;
+  else
+    *slash = 0;
+  if (!realpath(folder, d->here)) {
+    fprintf(stderr, "envctl report: %s: %s\n", folder, strerror(errno));
+    fclose(f);
+    remove(tmp);
+    return 1;
+  }
+  rp_page(f, d, a);
+  if (fclose(f) || rename(tmp, a->out)) {
+    fprintf(stderr, "envctl report: cannot write %s: %s\n", a->out, strerror(errno));
+    remove(tmp);
+    return 1;
+  }
+  fprintf(stderr, "envctl report: wrote %s (%d runs, %d tasks)\n", a->out, d->nruns, d->ntasks);
+  return 0;
+}
+
+static void rp_free(rp_data *d) {
+  for (int r = 0; r < d->nruns; r++) {
+    ec_run_free(&d->runs[r]);
+    ec_comparison_free(&d->cmp[r]);
+  }
+  free(d->runs);
+  free(d->tasks);
+  free(d->cell);
+}
+
+int cmd_report(int argc, char **argv) {
+  rp_args a;
+  int rc = rp_parse(argc, argv, &a);
+  if (rc >= 0) return rc;
+  rp_data d = {0};
+  rc = rp_load(&a, &d);
+  if (!rc) rc = rp_write(&d, &a);
+  rp_free(&d);
   return rc;
 }
