@@ -2,7 +2,7 @@
  * on one thread (the executor before reference.split) against in slices on every core
  * (ka_ref_reference_parts with parts = 0), side by side in one run, on the real cases of
  * the tasks named (default: the first-step costs of issue 15). Same inputs, same machine;
- * prints one row per case, the ratio last.
+ * each timed 3 times, interleaved, the medians printed; one row per case, the ratio last.
  *   reference_split_bench TASKS_DIR [TASK_ID...]        (build/bin/reference_split_bench) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,14 @@ static double time_case(ka_task *t, int c, ka_reference_fn fn, int parts) {
   double ms = (ka_now_s() - t0) * 1e3;
   ka_ref_release(NULL, e);
   return rc == KA_OK ? ms : -1;
+}
+
+#define REPEATS 3
+
+/* The median of 3 values. */
+static double median3(const double *v) {
+  double a = v[0], b = v[1], c = v[2];
+  return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
 }
 
 int main(int argc, char **argv) {
@@ -58,9 +66,16 @@ int main(int argc, char **argv) {
       continue;
     }
     for (int c = 0; c < t->ncases; c++) {
-      double whole = time_case(t, c, fn, 1);
-      double split = time_case(t, c, fn, 0);
-      if (whole < 0 || split < 0) continue;
+      /* REPEATS of each, interleaved (whole, split, whole, ...); the medians */
+      double w[REPEATS], sp[REPEATS];
+      int bad = 0;
+      for (int r = 0; r < REPEATS; r++) {
+        w[r] = time_case(t, c, fn, 1);
+        sp[r] = time_case(t, c, fn, 0);
+        bad |= w[r] < 0 || sp[r] < 0;
+      }
+      if (bad) continue;
+      double whole = median3(w), split = median3(sp);
       sum_whole += whole, sum_split += split;
       printf("%-24s %-20s %10.1f %10.1f %8.2fx\n", t->id, t->cases[c].name, whole, split,
              whole / split);
