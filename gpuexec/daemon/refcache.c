@@ -304,7 +304,8 @@ int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts) {
       const ka_task *tk = e->task;
       int64_t rows = tk->ref_split >= 0 ? tk->cases[e->case_index].values[tk->ref_split] : 1;
       int n = parts > 0 ? parts : ref_parts(e);
-      if (tk->ref_split < 0 || n > rows) n = 1;
+      if (tk->ref_split < 0) n = 1;
+      if (n > rows) n = rows < 1 ? 1 : (int)rows; /* a part per row at most */
       if (n > REF_MAX_PARTS) n = REF_MAX_PARTS;
       ref_compute(e, fn, n);
       e->ready = 1;

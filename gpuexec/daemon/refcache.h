@@ -68,7 +68,7 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
 /* As ka_ref_reference, in `parts` slices of the task's reference.split param (task.h),
  * parts 1.. each on a thread of its own that inherits the caller's priority; parts <= 0
  * chooses: up to one per online CPU, one per 2^18 elements of the case's tensors. A task
- * without a split, or with fewer rows than parts, is computed in one piece. */
+ * without a split is computed in one piece; one with fewer rows than parts, a row a part. */
 int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts);
 
 /* Releases a hold from ka_ref_acquire; the entry stays cached within the budget. */
