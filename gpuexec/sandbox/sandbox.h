@@ -131,6 +131,12 @@ int ka_asm_check(const char *text, size_t len, char **log);
 int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
                          char *err, size_t errlen);
 
+/* The lock stage of seccomp (layer 4: no new process, no execve, ...) for a runner that
+ * ka_sandbox_candidate left able to start processes because its compiler is one (language
+ * triton): called once the candidate is built, before any of it runs. KA_OK (also with
+ * KA_SANDBOX_SECCOMP=0) or KA_ESYS with the reason in err. */
+int ka_sandbox_lock_runner(char *err, size_t errlen);
+
 /* The default import allow-list of module mode (docs/integrity.md, item 12): fnmatch
  * patterns of the dynamic symbols a C kernel's shared object may import (libm, memory
  * and string functions, POSIX threads, debug output to stdout/stderr, timing, abort and
