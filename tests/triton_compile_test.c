@@ -278,8 +278,9 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *py = getenv("KA_TRITON_PYTHON");
-  char ver[64], prefix[2 * PATH_MAX], perr[512] = "";
-  int prc = py ? ka_triton_probe(py, ver, sizeof ver, prefix, sizeof prefix, perr, sizeof perr)
+  char ver[64], prefix[2 * PATH_MAX], exe[PATH_MAX], perr[512] = "";
+  int prc = py ? ka_triton_probe(py, ver, sizeof ver, prefix, sizeof prefix, exe, sizeof exe, perr,
+                                 sizeof perr)
                : KA_EUNAVAIL;
   check(prc == KA_OK, "triton present", "%s%s", prc ? perr : ver,
         prc ? ": run scripts/install-python-deps.sh" : "");

@@ -525,13 +525,13 @@ int ka_triton_prepare(const ka_task *t, ka_plan *plan, const ka_source *src, con
 }
 
 int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix, size_t plen,
-                    char *err, size_t errlen) {
-  version[0] = prefix[0] = '\0';
+                    char *exe, size_t elen, char *err, size_t errlen) {
+  version[0] = prefix[0] = exe[0] = '\0';
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   char *argv[] = {(char *)python, "-I", "-c",
                   "import sys, triton; print(triton.__version__); "
-                  "print(sys.prefix + ':' + sys.base_prefix)",
+                  "print(sys.prefix + ':' + sys.base_prefix); print(sys.executable)",
                   NULL};
   pid_t pid = fork();
   if (pid < 0) {
@@ -564,11 +564,45 @@ int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix
                    WIFEXITED(st) && WEXITSTATUS(st) == 127 ? " (no such program)" : "");
   } else {
     *nl = '\0';
-    char *p = nl + 1;
-    p[strcspn(p, "\n")] = '\0';
+    char *p = nl + 1, *x = strchr(p, '\n');
+    if (x) *x++ = '\0';
+    if (x) x[strcspn(x, "\n")] = '\0';
     snprintf(version, vlen, "%s", out);
     snprintf(prefix, plen, "%s", p);
+    snprintf(exe, elen, "%s", x && x[0] == '/' ? x : python);
   }
   free(out);
   return rc;
+}
+
+int ka_triton_setup(const char *exedir, const char *cache_dir, const char *python,
+                    const char *tcache, char *msg, size_t msglen) {
+  static int state = -1;
+  static char said[768];
+  if (state >= 0) {
+    snprintf(msg, msglen, "%s", said);
+    return state;
+  }
+  char venv[PATH_MAX];
+  snprintf(venv, sizeof venv, "%s/../../.venv/bin/python3", exedir);
+  if (!python) python = getenv("KA_TRITON_PYTHON");
+  if (!python || !*python) python = access(venv, X_OK) == 0 ? venv : "python3";
+  char ver[64], prefix[2 * PATH_MAX + 2], exe[PATH_MAX], err[512], dir[PATH_MAX + 8];
+  state = 0;
+  if (ka_triton_probe(python, ver, sizeof ver, prefix, sizeof prefix, exe, sizeof exe, err,
+                      sizeof err)) {
+    snprintf(said, sizeof said, "language triton needs a Python with triton: %s "
+             "(scripts/install-python-deps.sh installs it into .venv; or --triton-python PATH)", err);
+  } else {
+    snprintf(dir, sizeof dir, "%s/triton", cache_dir);
+    if (!tcache) tcache = dir;
+    setenv("KA_TRITON_PYTHON", exe, 1); /* absolute: the runners exec it without PATH */
+    setenv("KA_TRITON_PREFIX", prefix, 1);
+    setenv("KA_TRITON_VERSION", ver, 1);
+    setenv("KA_TRITON_CACHE", tcache, 1);
+    snprintf(said, sizeof said, "triton %s (%s), compile cache %s", ver, exe, tcache);
+    state = 1;
+  }
+  snprintf(msg, msglen, "%s", said);
+  return state;
 }

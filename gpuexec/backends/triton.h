@@ -65,11 +65,21 @@ int ka_triton_prepare(const ka_task *t, ka_plan *plan, const ka_source *src, con
 
 /* Asks python (a path, or a name looked up on PATH; the operator's, trusted: not
  * sandboxed) for triton: version gets triton.__version__, prefix the folders the compile
- * sandbox must let it read ("sys.prefix:sys.base_prefix", for KA_TRITON_PREFIX). Returns
+ * sandbox must let it read ("sys.prefix:sys.base_prefix", for KA_TRITON_PREFIX), exe its
+ * sys.executable (an absolute path, for KA_TRITON_PYTHON). Returns
  * KA_OK, or KA_EUNAVAIL with the reason in err when it cannot import triton. Blocks until
  * the Python exits (about a second). */
 int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix, size_t plen,
-                    char *err, size_t errlen);
+                    char *exe, size_t elen, char *err, size_t errlen);
+
+/* Finds and probes the Python with triton for this process's runners: python, else
+ * KA_TRITON_PYTHON, else the repository's venv beside the binaries (exedir/../../.venv),
+ * else python3 on PATH; on success exports KA_TRITON_PYTHON, _PREFIX, _VERSION and
+ * _CACHE (tcache, else cache_dir/triton) into the environment (worker.c passes them to
+ * the runners). Once per process (later calls repeat the answer). Returns 1 with a
+ * description in msg, or 0 with the reason. Not thread safe (setenv): call at start. */
+int ka_triton_setup(const char *exedir, const char *cache_dir, const char *python,
+                    const char *tcache, char *msg, size_t msglen);
 
 /* The Triton type of a launch argument of task t ("*fp32", "i64", ...) into out, or -1
  * if name is no tensor, param or scratch buffer of plan. */

@@ -280,6 +280,10 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_SANDBOX_SECCOMP",
                                "KA_SANDBOX_LANDLOCK",
                                "KA_SANDBOX_UNIX",
+                               "KA_TRITON_PYTHON", /* language triton (triton.h) */
+                               "KA_TRITON_PREFIX",
+                               "KA_TRITON_VERSION",
+                               "KA_TRITON_CACHE",
                                NULL};
   int n = 0;
   size_t used = 0;
