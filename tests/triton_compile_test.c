@@ -244,6 +244,58 @@ static void tc_faults(const ka_task *gelu) {
   unsetenv("KA_TRITON_CACHE");
 }
 
+/* The compile process's sandbox, seen from inside: a stand-in driver (KA_TRITON_DRIVER)
+ * that reports which descriptors it inherited (a descriptor of ours is open here, not
+ * close-on-exec), whether it can open a TCP socket, read the task folder, or write
+ * outside its folder, and exits 1 so that its words come back as the log. */
+static void tc_sandbox(const ka_task *gelu) {
+  char drv[PATH_MAX], probe_file[PATH_MAX], err[1024];
+  char wd[PATH_MAX];
+  tc_workdir("spy", wd, sizeof wd); /* the driver must be in the sandbox's reach: its folder */
+  snprintf(drv, sizeof drv, "%s/spy_driver.py", wd);
+  snprintf(probe_file, sizeof probe_file, "%s/outside.txt", tc_tmp);
+  char text[2048];
+  snprintf(text, sizeof text,
+           "import os, socket, sys\n"
+           "def ok(fd):\n"
+           "    try:\n        os.fstat(fd)\n        return True\n"
+           "    except OSError:\n        return False\n"
+           "print('inherited', [fd for fd in range(3, 256) if ok(fd)])\n"
+           "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n    print('socket: opened')\n"
+           "except OSError as e:\n    print('socket: refused')\n"
+           "try:\n    open('%s/task.yaml').read()\n    print('task folder: read')\n"
+           "except OSError:\n    print('task folder: refused')\n"
+           "try:\n    open('%s', 'w').write('x')\n    print('outside: written')\n"
+           "except OSError:\n    print('outside: refused')\n"
+           "sys.exit(1)\n",
+           gelu->dir, probe_file);
+  ka_write_file(drv, text, strlen(text));
+  int keep = dup(1); /* not close-on-exec */
+  setenv("KA_TRITON_DRIVER", drv, 1);
+  void *b = NULL;
+  size_t n = 0;
+  int cached = 0;
+  char *log = NULL;
+  char *src = tc_read(gelu->dir, gelu->source);
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
+  int rc = p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, &log, err,
+                               sizeof err)
+             : KA_EPARSE;
+  ka_plan_free(p);
+  unsetenv("KA_TRITON_DRIVER");
+  close(keep);
+  const char *l = log ? log : "";
+  check(rc == KA_ECOMPILE && strstr(l, "inherited []"), "compile process inherits no descriptor",
+        "%s", l);
+  check(strstr(l, "socket: refused") != NULL, "compile process: no network", "%s", l);
+  check(strstr(l, "task folder: refused") && strstr(l, "outside: refused") &&
+            access(probe_file, F_OK) != 0,
+        "compile process: its folder only", "%s", l);
+  free(log);
+  free(src);
+}
+
 /* The plan parser's triton fields (no Python needed). */
 static void tc_plan_fields(const ka_task *gelu) {
   static const struct {
@@ -308,6 +360,7 @@ int main(int argc, char **argv) {
     check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");
     if (gelu) {
       tc_plan_fields(gelu);
+      tc_sandbox(gelu);
       tc_faults(gelu);
     }
   }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,6 +126,15 @@ static int tr_driver_path(char *out, size_t outlen) {
                                                                                   : KA_ERANGE;
 }
 
+/* Closes every descriptor from lo up (close_range(2), else one by one). */
+static void tr_close_from(int lo) {
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, (unsigned)lo, ~0U, 0) == 0) return;
+#endif
+  long max = sysconf(_SC_OPEN_MAX);
+  for (long fd = lo; fd < (max > 0 ? max : 65536); fd++) close((int)fd);
+}
+
 /* Runs `python driver request.json out` in workdir, sandboxed (ka_sandbox_compiler: the
  * C compiler's sandbox), with an environment of its own, output into *log (at most
  * TR_LOG_KEEP kept); its process group is killed at timeout_s. Returns KA_OK (exit 0),
@@ -138,9 +148,14 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
   snprintf(e_tmp, sizeof e_tmp, "TMPDIR=%s", workdir);
   snprintf(e_cache, sizeof e_cache, "TRITON_CACHE_DIR=%s/.triton", workdir);
   snprintf(e_th, sizeof e_th, "TRITON_HOME=%s", workdir);
+  /* triton from where the probe found it (KA_TRITON_SITE), nothing of any user's */
+  char e_path[PATH_MAX + 16] = "PYTHONNOUSERSITE=1";
+  const char *site = getenv("KA_TRITON_SITE");
+  if (site && site[0] == '/') snprintf(e_path, sizeof e_path, "PYTHONPATH=%s", site);
   char *envp[] = {e_home, e_tmp, e_cache, e_th, "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
-                  "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PYTHONHASHSEED=0", NULL};
-  char *argv[] = {(char *)python, "-I", (char *)driver, "request.json", "out", NULL};
+                  "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PYTHONHASHSEED=0", e_path,
+                  NULL};
+  char *argv[] = {(char *)python, "-s", (char *)driver, "request.json", "out", NULL};
   pid_t pid = fork();
   if (pid < 0) {
     close(pfd[0]), close(pfd[1]);
@@ -150,6 +165,10 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
     setpgid(0, 0);
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
+    /* submitted Python runs in here at compile time (definitions, constexpr evaluation):
+     * none of the runner's descriptors (the result channel, tensor memfds, the device
+     * lock) may reach it */
+    tr_close_from(3);
     if (chdir(workdir) != 0) _exit(126);
     char err[256];
     if (ka_sandbox_compiler(workdir, err, sizeof err) != KA_OK) {
@@ -529,9 +548,11 @@ int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix
   version[0] = prefix[0] = exe[0] = '\0';
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
-  char *argv[] = {(char *)python, "-I", "-c",
-                  "import sys, triton; print(triton.__version__); "
-                  "print(sys.prefix + ':' + sys.base_prefix); print(sys.executable)",
+  char *argv[] = {(char *)python, "-c",
+                  "import os, sys, triton; print(triton.__version__); "
+                  "site = os.path.dirname(os.path.dirname(os.path.abspath(triton.__file__))); "
+                  "print(sys.prefix + ':' + sys.base_prefix + ':' + site); print(sys.executable); "
+                  "print(site)",
                   NULL};
   pid_t pid = fork();
   if (pid < 0) {
@@ -564,12 +585,14 @@ int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix
                    WIFEXITED(st) && WEXITSTATUS(st) == 127 ? " (no such program)" : "");
   } else {
     *nl = '\0';
-    char *p = nl + 1, *x = strchr(p, '\n');
+    char *p = nl + 1, *x = strchr(p, '\n'), *sd = NULL;
     if (x) *x++ = '\0';
-    if (x) x[strcspn(x, "\n")] = '\0';
+    if (x && (sd = strchr(x, '\n'))) *sd++ = '\0';
+    if (sd) sd[strcspn(sd, "\n")] = '\0';
     snprintf(version, vlen, "%s", out);
     snprintf(prefix, plen, "%s", p);
     snprintf(exe, elen, "%s", x && x[0] == '/' ? x : python);
+    if (sd && sd[0] == '/') setenv("KA_TRITON_SITE", sd, 1);
   }
   free(out);
   return rc;

@@ -9,6 +9,7 @@
  *   KA_TRITON_PYTHON   the Python that has triton (gpuexec --triton-python)
  *   KA_TRITON_PREFIX   the folders it reads (its sys.prefix and sys.base_prefix, ':'
  *                      between), which the sandbox's Landlock rules let it read
+ *   KA_TRITON_SITE     the folder its triton package is in (PYTHONPATH of the driver)
  *   KA_TRITON_VERSION  its triton.__version__ (gpuexec probes it at start); part of the
  *                      cache key, and no cache without it
  *   KA_TRITON_CACHE    the compile cache folder (gpuexec --triton-cache); none if unset
@@ -65,8 +66,9 @@ int ka_triton_prepare(const ka_task *t, ka_plan *plan, const ka_source *src, con
 
 /* Asks python (a path, or a name looked up on PATH; the operator's, trusted: not
  * sandboxed) for triton: version gets triton.__version__, prefix the folders the compile
- * sandbox must let it read ("sys.prefix:sys.base_prefix", for KA_TRITON_PREFIX), exe its
- * sys.executable (an absolute path, for KA_TRITON_PYTHON). Returns
+ * sandbox must let it read ("sys.prefix:sys.base_prefix:site", for KA_TRITON_PREFIX), exe its
+ * sys.executable (an absolute path, for KA_TRITON_PYTHON); sets KA_TRITON_SITE (site: the
+ * folder holding the triton package) in the environment. Returns
  * KA_OK, or KA_EUNAVAIL with the reason in err when it cannot import triton. Blocks until
  * the Python exits (about a second). */
 int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix, size_t plen,

@@ -147,11 +147,12 @@ def main():
     with open(sys.argv[1], encoding="utf-8") as f:
         req = json.load(f)
     out = sys.argv[2]
+    # never torch (the GPU machine has it): an import of it, by anyone, fails here
+    for name in ("torch", "numpy"):
+        sys.modules[name] = None
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
-    if "torch" in sys.modules:
-        fail("internal: torch was imported")
     mod = load_kernels(req["source"])
     target = GPUTarget("cuda", int(req["arch"]), 32)
     backend = make_backend(target)
