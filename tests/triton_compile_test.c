@@ -337,7 +337,8 @@ int main(int argc, char **argv) {
   check(prc == KA_OK, "triton present", "%s%s", prc ? perr : ver,
         prc ? ": run scripts/install-python-deps.sh" : "");
   if (prc) return 1;
-  setenv("KA_TRITON_PREFIX", prefix, 1); /* as gpuexec sets it for its runners */
+  setenv("KA_TRITON_PREFIX", prefix, 1); /* as gpuexec sets them for its runners */
+  setenv("KA_TRITON_PYTHON", exe, 1);
   snprintf(tc_tmp, sizeof tc_tmp, "%s/ka-triton-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(tc_tmp)) return 2;
   ka_registry *reg = NULL;

@@ -410,9 +410,11 @@ int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src,
   const char *python = getenv("KA_TRITON_PYTHON");
   char driver[PATH_MAX];
   int sm = tr_arch(arch);
-  if (!python || !*python)
+  if (!python || python[0] != '/')
     return ka_seterr(err, errlen, KA_EUNAVAIL,
-                     "no Python with triton for language triton (gpuexec --triton-python)");
+                     "no Python with triton for language triton (gpuexec --triton-python; "
+                     "KA_TRITON_PYTHON must be an absolute path, not '%s')",
+                     python ? python : "");
   if (tr_driver_path(driver, sizeof driver) != KA_OK || access(driver, R_OK) != 0)
     return ka_seterr(err, errlen, KA_EUNAVAIL, "the triton compile driver %s is missing", driver);
   if (sm < 0) return ka_seterr(err, errlen, KA_EINVAL, "triton: bad architecture '%s'", arch ? arch : "");
