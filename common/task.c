@@ -773,8 +773,9 @@ static int plan_constexpr_ok(const char *s) {
  * block and shared_bytes are not the plan's to give (the compile decides them). */
 static int plan_triton(ty_doc *d, yaml_node_t *item, ka_plan_launch *l) {
   if (ty_get(d, item, "block") || ty_get(d, item, "shared_bytes"))
-    return ty_fail(d, item, "a triton launch gives num_warps (block = 32 x num_warps) and no "
-                            "block or shared_bytes (the compile decides the shared memory)%s",
+    return ty_fail(d, item,
+                   "a triton launch gives num_warps (block = 32 x num_warps) and no "
+                   "block or shared_bytes (the compile decides the shared memory)%s",
                    "");
   if (plan_int(d, item, "num_warps", 1, 32, 4, &l->num_warps) ||
       plan_int(d, item, "num_stages", 1, 8, 3, &l->num_stages))
@@ -794,7 +795,8 @@ static int plan_triton(ty_doc *d, yaml_node_t *item, ka_plan_launch *l) {
     const char *k = ty_scalar(yaml_document_get_node(&d->doc, pr->key));
     yaml_node_t *vn = yaml_document_get_node(&d->doc, pr->value);
     const char *v = ty_scalar(vn);
-    if (!plan_ident(k)) return ty_fail(d, ce, "constexpr name '%s' is not an identifier", k ? k : "");
+    if (!plan_ident(k))
+      return ty_fail(d, ce, "constexpr name '%s' is not an identifier", k ? k : "");
     if (!plan_constexpr_ok(v))
       return ty_fail(d, vn ? vn : ce, "constexpr %s: want an integer or true/false", k);
     for (int j = 0; j < l->nconstexprs; j++)

@@ -88,10 +88,12 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
   int cached = -1;
   char *log = NULL;
   double t0 = ka_now_s();
-  int rc = p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
-             : KA_EPARSE;
-  check(rc == KA_OK && b && n > 0 && cached == 0, t->id, "baseline compiled in %.2f s (%zu bytes): %s%s",
-        ka_now_s() - t0, n, rc ? err : "ok", rc && log ? log : "");
+  int rc =
+      p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
+        : KA_EPARSE;
+  check(rc == KA_OK && b && n > 0 && cached == 0, t->id,
+        "baseline compiled in %.2f s (%zu bytes): %s%s", ka_now_s() - t0, n, rc ? err : "ok",
+        rc && log ? log : "");
   ka_triton_unit u[KA_TRITON_MAX_UNITS];
   int nu = 0;
   if (rc == KA_OK) {
@@ -106,13 +108,16 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
       snprintf(want, sizeof want, "%s__ka%d", u[k].sym, k);
       check(elf && warps > 0 && (int)u[k].warps == warps && !strcmp(u[k].name, want) &&
                 u[k].scratch_bytes == 0,
-            "unit metadata", "%s: symbol %s, ELF %d, %zu bytes, warps %u (plan %d), shared %u, "
-            "scratch %llu", u[k].name, u[k].sym, elf, u[k].cubin_len, u[k].warps, warps,
-            u[k].shared, (unsigned long long)u[k].scratch_bytes);
+            "unit metadata",
+            "%s: symbol %s, ELF %d, %zu bytes, warps %u (plan %d), shared %u, "
+            "scratch %llu",
+            u[k].name, u[k].sym, elf, u[k].cubin_len, u[k].warps, warps, u[k].shared,
+            (unsigned long long)u[k].scratch_bytes);
     }
     /* a tl.dot kernel on sm_90 stages its tiles in shared memory */
     if (strstr(t->id, "matmul"))
-      check(nu == 1 && u[0].shared > 0, "matmul uses shared memory", "%u bytes", nu ? u[0].shared : 0);
+      check(nu == 1 && u[0].shared > 0, "matmul uses shared memory", "%u bytes",
+            nu ? u[0].shared : 0);
     int nargs0 = p->launches[0].nargs, warps0 = p->launches[0].num_warps;
     rc = ka_triton_plan_apply(t, p, b, n, err, sizeof err);
     char blk[16];
@@ -120,8 +125,8 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
     check(rc == KA_OK && !strcmp(p->launches[0].kernel, u[0].name) &&
               !strcmp(p->launches[0].block[0], blk) && p->launches[0].nargs == nargs0 + 2 &&
               p->nkernels == nu && p->nscratch >= 1,
-          "plan rewritten", "%s: kernel %s block %s args %d shared %s",
-          rc ? err : "ok", p->launches[0].kernel, p->launches[0].block[0], p->launches[0].nargs,
+          "plan rewritten", "%s: kernel %s block %s args %d shared %s", rc ? err : "ok",
+          p->launches[0].kernel, p->launches[0].block[0], p->launches[0].nargs,
           p->launches[0].shared_bytes);
     if (cuda) {
       ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
@@ -186,11 +191,12 @@ static void tc_faults(const ka_task *gelu) {
         "top-level statement refused", "rc=%s log=%s", ka_strerror(rc), log ? log : "");
   free(log), log = NULL;
   /* the plan names a kernel the source does not define */
-  const char *other = "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
-                      "def other(x_ptr):\n    pass\n";
+  const char *other =
+      "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+      "def other(x_ptr):\n    pass\n";
   rc = tc_build(gelu, tc_gelu_plan, other, "missing", 60, &b, &n, &cached, &log, err, sizeof err);
-  check(rc == KA_ECOMPILE && log && strstr(log, "does not define as @triton.jit"),
-        "missing kernel", "rc=%s log=%s", ka_strerror(rc), log ? log : "");
+  check(rc == KA_ECOMPILE && log && strstr(log, "does not define as @triton.jit"), "missing kernel",
+        "rc=%s log=%s", ka_strerror(rc), log ? log : "");
   free(log), log = NULL;
   /* a compile that does not end: a static_range unrolled a billion times */
   const char *hang =
@@ -225,15 +231,16 @@ static void tc_faults(const ka_task *gelu) {
   took = ka_now_s() - t0;
   check(rc == KA_OK && c2 == 1 && n1 == n2 && b1 && b2 && !memcmp(b1, b2, n1) && took < 0.5 &&
             log && strstr(log, "triton compile cache"),
-        "cache: hit", "%s cached %d in %.3f s, %zu vs %zu bytes", rc ? err : "ok", c2, took, n1, n2);
+        "cache: hit", "%s cached %d in %.3f s, %zu vs %zu bytes", rc ? err : "ok", c2, took, n1,
+        n2);
   free(log), log = NULL;
   char plan2[512];
   snprintf(plan2, sizeof plan2, "%s", tc_gelu_plan);
   char *blk = strstr(plan2, "1024}");
   if (blk) memcpy(blk, "2048}", 5);
   rc = tc_build(gelu, plan2, text, "c3", 60, &b3, &n3, &c3, &log, err, sizeof err);
-  check(rc == KA_OK && c3 == 0, "cache: another constexpr misses", "%s cached %d",
-        rc ? err : "ok", c3);
+  check(rc == KA_OK && c3 == 0, "cache: another constexpr misses", "%s cached %d", rc ? err : "ok",
+        c3);
   free(log), log = NULL;
   /* a bundle that does not parse (truncated) is refused by the plan rewrite */
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
@@ -255,20 +262,21 @@ static void tc_sandbox(const ka_task *gelu) {
   snprintf(drv, sizeof drv, "%s/spy_driver.py", wd);
   snprintf(probe_file, sizeof probe_file, "%s/outside.txt", tc_tmp);
   char text[2048];
-  snprintf(text, sizeof text,
-           "import os, socket, sys\n"
-           "def ok(fd):\n"
-           "    try:\n        os.fstat(fd)\n        return True\n"
-           "    except OSError:\n        return False\n"
-           "print('inherited', [fd for fd in range(3, 256) if ok(fd)])\n"
-           "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n    print('socket: opened')\n"
-           "except OSError as e:\n    print('socket: refused')\n"
-           "try:\n    open('%s/task.yaml').read()\n    print('task folder: read')\n"
-           "except OSError:\n    print('task folder: refused')\n"
-           "try:\n    open('%s', 'w').write('x')\n    print('outside: written')\n"
-           "except OSError:\n    print('outside: refused')\n"
-           "sys.exit(1)\n",
-           gelu->dir, probe_file);
+  snprintf(
+      text, sizeof text,
+      "import os, socket, sys\n"
+      "def ok(fd):\n"
+      "    try:\n        os.fstat(fd)\n        return True\n"
+      "    except OSError:\n        return False\n"
+      "print('inherited', [fd for fd in range(3, 256) if ok(fd)])\n"
+      "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n    print('socket: opened')\n"
+      "except OSError as e:\n    print('socket: refused')\n"
+      "try:\n    open('%s/task.yaml').read()\n    print('task folder: read')\n"
+      "except OSError:\n    print('task folder: refused')\n"
+      "try:\n    open('%s', 'w').write('x')\n    print('outside: written')\n"
+      "except OSError:\n    print('outside: refused')\n"
+      "sys.exit(1)\n",
+      gelu->dir, probe_file);
   ka_write_file(drv, text, strlen(text));
   int keep = dup(1); /* not close-on-exec */
   setenv("KA_TRITON_DRIVER", drv, 1);
@@ -279,9 +287,9 @@ static void tc_sandbox(const ka_task *gelu) {
   char *src = tc_read(gelu->dir, gelu->source);
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
   ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
-  int rc = p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, &log, err,
-                               sizeof err)
-             : KA_EPARSE;
+  int rc =
+      p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, &log, err, sizeof err)
+        : KA_EPARSE;
   ka_plan_free(p);
   unsetenv("KA_TRITON_DRIVER");
   close(keep);
@@ -339,7 +347,8 @@ int main(int argc, char **argv) {
   if (prc) return 1;
   setenv("KA_TRITON_PREFIX", prefix, 1); /* as gpuexec sets them for its runners */
   setenv("KA_TRITON_PYTHON", exe, 1);
-  snprintf(tc_tmp, sizeof tc_tmp, "%s/ka-triton-test-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(tc_tmp, sizeof tc_tmp, "%s/ka-triton-test-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(tc_tmp)) return 2;
   ka_registry *reg = NULL;
   char err[1024];

@@ -176,8 +176,9 @@ int main(int argc, char **argv) {
   CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
             r->error->code == KERNELARENA__V1__ERROR_CODE__UNAVAILABLE && !r->error->retryable,
         "reset of a triton task without a triton executor: body %d", r->body_case);
-  CHECK(strstr(r->error->message, "language triton") && strstr(r->error->message, "--triton-python"),
-        "the refusal says why: %s", r->error->message);
+  CHECK(
+      strstr(r->error->message, "language triton") && strstr(r->error->message, "--triton-python"),
+      "the refusal says why: %s", r->error->message);
   printf("ok: triton task refused at reset: %s\n", r->error->message);
   kernelarena__v1__response__free_unpacked(r, NULL);
   r = do_reset(c, "cuda2cuda/gelu");
@@ -195,8 +196,10 @@ int main(int argc, char **argv) {
   CHECK(!has_job(er), "no job yet for the triton executor");
   kernelarena__v1__exec_response__free_unpacked(er, NULL);
   r = do_reset(c, "triton2triton/gelu");
-  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET, "triton reset with a triton "
-        "executor: body %d (%s)", r->body_case,
+  CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET,
+        "triton reset with a triton "
+        "executor: body %d (%s)",
+        r->body_case,
         r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? r->error->message : "");
   char *ep = strdup(r->reset->episode_id);
   printf("ok: triton task resets where an executor has triton (%s)\n", ep);

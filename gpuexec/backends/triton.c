@@ -33,14 +33,22 @@ typedef struct tr_unit {
 
 static const char *tr_dtype(ka_dtype dt) {
   switch (dt) {
-    case KA_DT_F32: return "fp32";
-    case KA_DT_F64: return "fp64";
-    case KA_DT_F16: return "fp16";
-    case KA_DT_BF16: return "bf16";
-    case KA_DT_I8: return "i8";
-    case KA_DT_U8: return "u8";
-    case KA_DT_I32: return "i32";
-    case KA_DT_I64: return "i64";
+    case KA_DT_F32:
+      return "fp32";
+    case KA_DT_F64:
+      return "fp64";
+    case KA_DT_F16:
+      return "fp16";
+    case KA_DT_BF16:
+      return "bf16";
+    case KA_DT_I8:
+      return "i8";
+    case KA_DT_U8:
+      return "u8";
+    case KA_DT_I32:
+      return "i32";
+    case KA_DT_I64:
+      return "i64";
   }
   return "i8";
 }
@@ -108,7 +116,8 @@ static void tr_request(const char *source, int arch, const tr_unit *units, int n
       ka_sb_printf(sb, "%s\"%s\"", a ? ", " : "", units[k].types[a]);
     ka_sb_puts(sb, "], \"constexprs\": {");
     for (int c = 0; c < l->nconstexprs; c++)
-      ka_sb_printf(sb, "%s\"%s\": %s", c ? ", " : "", l->constexpr_names[c], l->constexpr_values[c]);
+      ka_sb_printf(sb, "%s\"%s\": %s", c ? ", " : "", l->constexpr_names[c],
+                   l->constexpr_values[c]);
     ka_sb_printf(sb, "}, \"num_warps\": %d, \"num_stages\": %d}", l->num_warps, l->num_stages);
   }
   ka_sb_puts(sb, "]}\n");
@@ -152,8 +161,16 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
   char e_path[PATH_MAX + 16] = "PYTHONNOUSERSITE=1";
   const char *site = getenv("KA_TRITON_SITE");
   if (site && site[0] == '/') snprintf(e_path, sizeof e_path, "PYTHONPATH=%s", site);
-  char *envp[] = {e_home, e_tmp, e_cache, e_th, "PATH=/usr/bin:/bin", "LANG=C.UTF-8",
-                  "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PYTHONHASHSEED=0", e_path,
+  char *envp[] = {e_home,
+                  e_tmp,
+                  e_cache,
+                  e_th,
+                  "PATH=/usr/bin:/bin",
+                  "LANG=C.UTF-8",
+                  "PYTHONDONTWRITEBYTECODE=1",
+                  "PYTHONNOUSERSITE=1",
+                  "PYTHONHASHSEED=0",
+                  e_path,
                   NULL};
   char *argv[] = {(char *)python, "-s", (char *)driver, "request.json", "out", NULL};
   pid_t pid = fork();
@@ -365,8 +382,9 @@ static int tr_arch(const char *arch) {
 /* Writes the source and the request into workdir and runs the driver: the compile proper
  * (below the cache). */
 static int tr_compile(const ka_source *src, const char *request, const char *python,
-                      const char *driver, const char *workdir, double timeout_s, const tr_unit *units,
-                      int n, ka_sb *out, ka_sb *lg, char *err, size_t errlen) {
+                      const char *driver, const char *workdir, double timeout_s,
+                      const tr_unit *units, int n, ka_sb *out, ka_sb *lg, char *err,
+                      size_t errlen) {
   char p[PATH_MAX];
   snprintf(p, sizeof p, "%s/%s", workdir, src->name);
   if (ka_write_file(p, src->text, src->len) != KA_OK)
@@ -381,8 +399,10 @@ static int tr_compile(const ka_source *src, const char *request, const char *pyt
   if (rc == KA_OK) {
     rc = tr_bundle(workdir, units, n, out, err, errlen);
   } else if (rc == KA_ETIMEDOUT) {
-    ka_sb_printf(lg, "[kernelarena] the triton compile did not finish within its deadline (%.0f s) "
-                     "and was killed\n", timeout_s);
+    ka_sb_printf(lg,
+                 "[kernelarena] the triton compile did not finish within its deadline (%.0f s) "
+                 "and was killed\n",
+                 timeout_s);
     rc = ka_seterr(err, errlen, KA_ECOMPILE,
                    "the triton compile did not finish within its deadline (%.0f s)", timeout_s);
   } else if (rc == KA_ECOMPILE) {
@@ -417,7 +437,8 @@ int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src,
                      python ? python : "");
   if (tr_driver_path(driver, sizeof driver) != KA_OK || access(driver, R_OK) != 0)
     return ka_seterr(err, errlen, KA_EUNAVAIL, "the triton compile driver %s is missing", driver);
-  if (sm < 0) return ka_seterr(err, errlen, KA_EINVAL, "triton: bad architecture '%s'", arch ? arch : "");
+  if (sm < 0)
+    return ka_seterr(err, errlen, KA_EINVAL, "triton: bad architecture '%s'", arch ? arch : "");
   if (!ka_path_is_safe(src->name) || strchr(src->name, '/') || strchr(src->name, '"'))
     return ka_seterr(err, errlen, KA_EINVAL, "bad source name %s", src->name);
   tr_unit units[KA_TRITON_MAX_UNITS];
@@ -455,8 +476,8 @@ int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src,
 
 #define TR_SCRATCH "__ka_triton_scratch"
 
-int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, size_t len,
-                         char *err, size_t errlen) {
+int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, size_t len, char *err,
+                         size_t errlen) {
   ka_triton_unit u[KA_TRITON_MAX_UNITS];
   tr_unit units[KA_TRITON_MAX_UNITS];
   int n = 0, nu = 0, unit_of[KA_MAX_LAUNCHES];
@@ -527,8 +548,8 @@ int ka_triton_prepare(const ka_task *t, ka_plan *plan, const ka_source *src, con
   size_t n = image_len;
   if (!b || !n) {
     int cached = 0;
-    int rc = ka_triton_build(t, plan, src, arch, workdir, timeout_s, built, built_len, &cached,
-                             log, err, errlen);
+    int rc = ka_triton_build(t, plan, src, arch, workdir, timeout_s, built, built_len, &cached, log,
+                             err, errlen);
     if (rc) return rc;
     b = *built, n = *built_len;
   }
@@ -549,7 +570,8 @@ int ka_triton_probe(const char *python, char *version, size_t vlen, char *prefix
                     char *exe, size_t elen, char *err, size_t errlen) {
   version[0] = prefix[0] = exe[0] = '\0';
   int pfd[2];
-  if (pipe2(pfd, O_CLOEXEC) != 0) return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
+  if (pipe2(pfd, O_CLOEXEC) != 0)
+    return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   char *argv[] = {(char *)python, "-c",
                   "import os, sys, triton; print(triton.__version__); "
                   "site = os.path.dirname(os.path.dirname(os.path.abspath(triton.__file__))); "
@@ -616,8 +638,10 @@ int ka_triton_setup(const char *exedir, const char *cache_dir, const char *pytho
   state = 0;
   if (ka_triton_probe(python, ver, sizeof ver, prefix, sizeof prefix, exe, sizeof exe, err,
                       sizeof err)) {
-    snprintf(said, sizeof said, "language triton needs a Python with triton: %s "
-             "(scripts/install-python-deps.sh installs it into .venv; or --triton-python PATH)", err);
+    snprintf(said, sizeof said,
+             "language triton needs a Python with triton: %s "
+             "(scripts/install-python-deps.sh installs it into .venv; or --triton-python PATH)",
+             err);
   } else {
     snprintf(dir, sizeof dir, "%s/triton", cache_dir);
     if (!tcache) tcache = dir;

@@ -53,8 +53,8 @@ int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src,
  * err (a unit Triton compiled for what the runner cannot launch: clusters, cooperative
  * or PDL launches, profile scratch; or no room left in the plan), KA_EINVAL for a bundle
  * that does not match the plan. */
-int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, size_t len,
-                         char *err, size_t errlen);
+int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, size_t len, char *err,
+                         size_t errlen);
 
 /* The runner's step for a triton implementation: image (image_len bytes; a bundle from
  * the worker's build cache) or, when that is NULL, ka_triton_build(t, plan, src, ...) into

@@ -63,8 +63,9 @@ static inline int ka_triton_bundle_parse(const void *bundle, size_t n, ka_triton
     uint64_t clen;
     if (ka_tb_str(b, n, &off, u->name) || ka_tb_str(b, n, &off, u->sym) ||
         ka_tb_get(b, n, &off, &u->shared, 4) || ka_tb_get(b, n, &off, &u->warps, 4) ||
-        ka_tb_get(b, n, &off, &u->scratch_bytes, 8) || ka_tb_get(b, n, &off, &u->scratch_align, 4) ||
-        ka_tb_get(b, n, &off, &clen, 8) || clen == 0 || off > n || n - off < clen)
+        ka_tb_get(b, n, &off, &u->scratch_bytes, 8) ||
+        ka_tb_get(b, n, &off, &u->scratch_align, 4) || ka_tb_get(b, n, &off, &clen, 8) ||
+        clen == 0 || off > n || n - off < clen)
       return -1;
     u->cubin = b + off;
     u->cubin_len = (size_t)clen;

@@ -384,8 +384,8 @@ static int gx_triton(const ka_registry *reg, const char *exedir, const char *cac
   if (state)
     fprintf(stderr, "gpuexec: language triton: %s\n", msg);
   else
-    fprintf(stderr, "gpuexec: language triton unavailable (%s); triton tasks are refused at reset\n",
-            msg);
+    fprintf(stderr,
+            "gpuexec: language triton unavailable (%s); triton tasks are refused at reset\n", msg);
   return state;
 }
 

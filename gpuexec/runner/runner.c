@@ -436,7 +436,8 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
     if (rc == KA_OK) rc = rn_compile_load(s, &req, &impl->mod, &img, log, err, errlen);
     if (rc == KA_OK && img && baseline && s->image_fd >= 0)
       rn_give_image(s->image_fd, img, req.image_len);
-    if (rc == KA_OK && tri && baseline && s->image_fd >= 0) rn_give_image(s->image_fd, tri, tri_len);
+    if (rc == KA_OK && tri && baseline && s->image_fd >= 0)
+      rn_give_image(s->image_fd, tri, tri_len);
     if (tlog) { /* the triton compile's words before the load's */
       ka_sb sb = {0};
       ka_sb_puts(&sb, tlog);

@@ -1018,8 +1018,7 @@ static void vd_validate(const vd_opts *o, const char *dir, const char *expect_id
              "a %s device (%s)",
              need.s ? need.s : "", skipped.s ? skipped.s : "");
       ka_sb_free(&need);
-    }
-    else if (skipped.len)
+    } else if (skipped.len)
       vd_add(r, "backends", NULL, VD_PASS, "ran on %d backend(s); not here: %s", nrun, skipped.s);
     ka_sb_free(&skipped);
   }
