@@ -772,6 +772,9 @@ static int plan_constexpr_ok(const char *s) {
 /* The triton fields of one launch (docs/tasks.md): num_warps, num_stages, constexprs;
  * block and shared_bytes are not the plan's to give (the compile decides them). */
 static int plan_triton(ty_doc *d, yaml_node_t *item, ka_plan_launch *l) {
+  if (!plan_ident(l->kernel) || strlen(l->kernel) > 100)
+    return ty_fail(d, item, "kernel '%s' is not a Python identifier (at most 100 characters)",
+                   l->kernel);
   if (ty_get(d, item, "block") || ty_get(d, item, "shared_bytes"))
     return ty_fail(d, item,
                    "a triton launch gives num_warps (block = 32 x num_warps) and no "

@@ -17,6 +17,7 @@
  * lacks triton the test FAILS and says so: CI installs it, scripts/install-python-deps.sh),
  * KA_TRITON_PREFIX, KA_BACKEND_PATH. */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +129,29 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
           "plan rewritten", "%s: kernel %s block %s args %d shared %s", rc ? err : "ok",
           p->launches[0].kernel, p->launches[0].block[0], p->launches[0].nargs,
           p->launches[0].shared_bytes);
+    /* what the runner evaluates per case: grid, block, shared memory, the scratch size */
+    ka_vars v = {0};
+    ka_task_case_vars(t, &t->cases[0], &v);
+    static const char *const facts[] = {"sm_count", "warp_size", "max_threads", "l2_bytes",
+                                        "shared_per_block"};
+    static const int64_t fact_v[] = {132, 32, 1024, 60 << 20, 48 << 10};
+    for (int f = 0; f < 5; f++) ka_vars_set(&v, facts[f], fact_v[f]);
+    int bad = 0;
+    char eerr[256] = "";
+    for (int i = 0; i < p->nlaunches && !bad; i++) {
+      const ka_plan_launch *l = &p->launches[i];
+      const char *ex[] = {l->grid[0],  l->grid[1],  l->grid[2],     l->block[0],
+                          l->block[1], l->block[2], l->shared_bytes};
+      for (int j = 0; j < 7 && !bad; j++) {
+        int64_t val;
+        bad = ka_expr_eval(ex[j], &v, &val, eerr, sizeof eerr) != KA_OK;
+      }
+    }
+    for (int i = 0; i < p->nscratch && !bad; i++) {
+      int64_t val;
+      bad = ka_expr_eval(p->scratch[i].count, &v, &val, eerr, sizeof eerr) != KA_OK || val < 1;
+    }
+    check(!bad, "rewritten plan evaluates", "case %s: %s", t->cases[0].name, bad ? eerr : "ok");
     if (cuda) {
       ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
       ka_compile_req req = {.language = "triton",
@@ -304,6 +328,59 @@ static void tc_sandbox(const ka_task *gelu) {
   free(src);
 }
 
+/* A bundle of one unit made by hand (triton_bundle.h's layout). */
+static size_t tc_make_bundle(unsigned char *b, const char *name, const char *sym, uint32_t warps,
+                             uint64_t scratch) {
+  size_t off = 0;
+  uint32_t ver = 1, cnt = 1, shared = 0, align = 8, nl = (uint32_t)strlen(name),
+           sl = (uint32_t)strlen(sym);
+  uint64_t clen = 4;
+#define TC_PUT(p, n) (memcpy(b + off, (p), (n)), off += (n))
+  TC_PUT(KA_TRITON_MAGIC, 8);
+  TC_PUT(&ver, 4);
+  TC_PUT(&cnt, 4);
+  TC_PUT(&nl, 4);
+  TC_PUT(name, nl);
+  TC_PUT(&sl, 4);
+  TC_PUT(sym, sl);
+  TC_PUT(&shared, 4);
+  TC_PUT(&warps, 4);
+  TC_PUT(&scratch, 8);
+  TC_PUT(&align, 4);
+  TC_PUT(&clen, 8);
+  TC_PUT("\177ELF", 4);
+#undef TC_PUT
+  return off;
+}
+
+/* Triton's global scratch: a unit that needs it sizes the plan's scratch buffer as
+ * bytes per program x programs, for every case (no Python needed). */
+static void tc_scratch(const ka_task *gelu) {
+  unsigned char b[512];
+  size_t n = tc_make_bundle(b, "gelu_kernel__ka0", "gelu_kernel", 8, 64);
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  char err[512] = "";
+  int rc = p ? ka_triton_plan_apply(gelu, p, b, n, err, sizeof err) : KA_EPARSE;
+  int64_t got = -1, want = -1;
+  if (rc == KA_OK) {
+    ka_vars v = {0};
+    ka_task_case_vars(gelu, &gelu->cases[0], &v);
+    ka_expr_eval(p->scratch[p->nscratch - 1].count, &v, &got, err, sizeof err);
+    want = (gelu->cases[0].values[0] + 1023) / 1024 * 64;
+  }
+  check(rc == KA_OK && got == want && !strcmp(p->launches[0].block[0], "256"),
+        "global scratch sized per program", "rc=%s count '%s' = %lld (want %lld), block %s %s",
+        ka_strerror(rc), rc == KA_OK ? p->scratch[p->nscratch - 1].count : "", (long long)got,
+        (long long)want, rc == KA_OK ? p->launches[0].block[0] : "", err);
+  ka_plan_free(p);
+  /* a unit name that does not match the plan's launch is refused */
+  n = tc_make_bundle(b, "other__ka0", "other", 4, 0);
+  p = tc_plan(gelu, tc_gelu_plan);
+  rc = p ? ka_triton_plan_apply(gelu, p, b, n, err, sizeof err) : KA_EPARSE;
+  check(rc == KA_EINVAL, "bundle of another plan refused", "rc=%s %s", ka_strerror(rc), err);
+  ka_plan_free(p);
+}
+
 /* The plan parser's triton fields (no Python needed). */
 static void tc_plan_fields(const ka_task *gelu) {
   static const struct {
@@ -370,6 +447,7 @@ int main(int argc, char **argv) {
     check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");
     if (gelu) {
       tc_plan_fields(gelu);
+      tc_scratch(gelu);
       tc_sandbox(gelu);
       tc_faults(gelu);
     }

@@ -490,8 +490,9 @@ int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, si
     return ka_seterr(err, errlen, KA_ECOMPILE,
                      "a triton plan may name at most %d scratch buffers (one is Triton's)",
                      KA_MAX_SCRATCH - 1);
+  /* the scratch buffer's bytes: 1, or the largest need, as nested two-argument max() */
   ka_sb count = {0};
-  ka_sb_puts(&count, "max(1");
+  ka_sb_puts(&count, "1");
   for (int i = 0; i < plan->nlaunches && rc == KA_OK; i++) {
     ka_plan_launch *l = &plan->launches[i];
     int k = unit_of[i];
@@ -518,12 +519,20 @@ int ka_triton_plan_apply(const ka_task *t, ka_plan *plan, const void *bundle, si
     /* Triton's trailing parameters: global scratch, profile scratch (3.6) */
     l->args[l->nargs++] = strdup(TR_SCRATCH);
     l->args[l->nargs++] = strdup(TR_SCRATCH);
-    if (u[k].scratch_bytes)
-      ka_sb_printf(&count, ", (%s) * (%s) * (%s) * %llu", l->grid[0], l->grid[1], l->grid[2],
-                   (unsigned long long)u[k].scratch_bytes);
+    if (u[k].scratch_bytes) {
+      ka_sb more = {0};
+      ka_sb_printf(&more, "max(%s, (%s) * (%s) * (%s) * %llu)", count.s ? count.s : "1", l->grid[0],
+                   l->grid[1], l->grid[2], (unsigned long long)u[k].scratch_bytes);
+      ka_sb_free(&count);
+      count = more;
+    }
   }
-  ka_sb_puts(&count, ")");
   if (rc == KA_OK && count.oom) rc = ka_seterr(err, errlen, KA_ENOMEM, "out of memory");
+  if (rc == KA_OK && count.len > KA_EXPR_MAX_LEN)
+    rc = ka_seterr(err, errlen, KA_ECOMPILE,
+                   "Triton's global scratch needs a size expression longer than %d characters "
+                   "(shorter grid expressions fit)",
+                   KA_EXPR_MAX_LEN);
   if (rc != KA_OK) {
     ka_sb_free(&count);
     return rc;
