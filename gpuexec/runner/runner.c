@@ -428,7 +428,7 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
     if (!strcmp(t->language, "triton")) {
       double limit = job->compile_timeout_s > 2 ? job->compile_timeout_s - 1 : 60;
       rc = ka_triton_prepare(t, impl->plan, &src[0], req.image, req.image_len, s->dev.arch, wd,
-                             baseline ? 300 : limit, &tri, &tri_len, &tlog, err, errlen);
+                             limit, &tri, &tri_len, &tlog, err, errlen);
       if (tri) req.image = tri, req.image_len = tri_len;
       req.kernels = (const char *const *)impl->plan->kernels;
       req.nkernels = impl->plan->nkernels;
