@@ -406,8 +406,11 @@ static int task_parse(ty_doc *d, ka_task *t) {
   if (d->rc) return d->rc;
   if (strcmp(t->mode, "rtc") && strcmp(t->mode, "module"))
     return ty_fail(d, root, "mode must be rtc or module, not '%s'", t->mode);
-  if (strcmp(t->language, "hip") && strcmp(t->language, "cuda") && strcmp(t->language, "c"))
-    return ty_fail(d, root, "language must be hip, cuda or c, not '%s'", t->language);
+  if (strcmp(t->language, "hip") && strcmp(t->language, "cuda") && strcmp(t->language, "c") &&
+      strcmp(t->language, "triton"))
+    return ty_fail(d, root, "language must be hip, cuda, triton or c, not '%s'", t->language);
+  if (!strcmp(t->language, "triton") && strcmp(t->mode, "rtc"))
+    return ty_fail(d, root, "language triton needs mode rtc, not '%s'", t->mode);
 
   yaml_node_t *be = ty_get(d, root, "backends");
   if (be) {
@@ -767,6 +770,8 @@ void ka_plan_free(ka_plan *p) {
     free(l->shared_bytes);
     for (int j = 0; j < 3; j++) free(l->grid[j]), free(l->block[j]);
     for (int j = 0; j < l->nargs; j++) free(l->args[j]);
+    for (int j = 0; j < l->nconstexprs; j++)
+      free(l->constexpr_names[j]), free(l->constexpr_values[j]);
   }
   free(p);
 }
@@ -781,6 +786,78 @@ static int plan_dims(ty_doc *d, yaml_node_t *n, char **dims, const char *what) {
   int k = ty_strlist(d, n, dims, 3, what);
   if (k <= 0) return ty_fail(d, n, "'%s' must list 1 to 3 expressions", what);
   for (int j = k; j < 3; j++) dims[j] = strdup("1");
+  return KA_OK;
+}
+
+/* An integer in [lo, hi] at key of launch item (absent: def) into *out. */
+static int plan_int(ty_doc *d, yaml_node_t *item, const char *key, int64_t lo, int64_t hi,
+                    int64_t def, int *out) {
+  yaml_node_t *n = ty_get(d, item, key);
+  int64_t v = def;
+  if (n && ty_i64(d, n, &v)) return d->rc;
+  if (v < lo || v > hi) return ty_fail(d, n ? n : item, "'%s' out of range", key);
+  *out = (int)v;
+  return KA_OK;
+}
+
+/* 1 if s is an identifier (a Python parameter name). */
+static int plan_ident(const char *s) {
+  if (!s || !(isalpha((unsigned char)*s) || *s == '_')) return 0;
+  for (; *s; s++)
+    if (!isalnum((unsigned char)*s) && *s != '_') return 0;
+  return 1;
+}
+
+/* A constexpr value: an integer literal (at most 19 digits) or true/false. */
+static int plan_constexpr_ok(const char *s) {
+  if (!s) return 0;
+  if (!strcmp(s, "true") || !strcmp(s, "false")) return 1;
+  const char *p = s + (*s == '-');
+  size_t n = strlen(p);
+  if (n == 0 || n > 18) return 0;
+  for (; *p; p++)
+    if (!isdigit((unsigned char)*p)) return 0;
+  return 1;
+}
+
+/* The triton fields of one launch (docs/tasks.md): num_warps, num_stages, constexprs;
+ * block and shared_bytes are not the plan's to give (the compile decides them). */
+static int plan_triton(ty_doc *d, yaml_node_t *item, ka_plan_launch *l) {
+  if (!plan_ident(l->kernel) || strlen(l->kernel) > 100)
+    return ty_fail(d, item, "kernel '%s' is not a Python identifier (at most 100 characters)",
+                   l->kernel);
+  if (ty_get(d, item, "block") || ty_get(d, item, "shared_bytes"))
+    return ty_fail(d, item,
+                   "a triton launch gives num_warps (block = 32 x num_warps) and no "
+                   "block or shared_bytes (the compile decides the shared memory)%s",
+                   "");
+  if (plan_int(d, item, "num_warps", 1, 32, 4, &l->num_warps) ||
+      plan_int(d, item, "num_stages", 1, 8, 3, &l->num_stages))
+    return d->rc;
+  if (l->num_warps & (l->num_warps - 1))
+    return ty_fail(d, item, "num_warps must be a power of 2%s", "");
+  char b[16];
+  snprintf(b, sizeof b, "%d", 32 * l->num_warps);
+  l->block[0] = strdup(b);
+  l->block[1] = strdup("1");
+  l->block[2] = strdup("1");
+  yaml_node_t *ce = ty_get(d, item, "constexprs");
+  if (!ce) return KA_OK;
+  if (ce->type != YAML_MAPPING_NODE) return ty_fail(d, ce, "'constexprs' must be a mapping%s", "");
+  for (yaml_node_pair_t *pr = ce->data.mapping.pairs.start; pr < ce->data.mapping.pairs.top; pr++) {
+    if (l->nconstexprs == KA_MAX_ARGS) return ty_fail(d, ce, "too many constexprs%s", "");
+    const char *k = ty_scalar(yaml_document_get_node(&d->doc, pr->key));
+    yaml_node_t *vn = yaml_document_get_node(&d->doc, pr->value);
+    const char *v = ty_scalar(vn);
+    if (!plan_ident(k))
+      return ty_fail(d, ce, "constexpr name '%s' is not an identifier", k ? k : "");
+    if (!plan_constexpr_ok(v))
+      return ty_fail(d, vn ? vn : ce, "constexpr %s: want an integer or true/false", k);
+    for (int j = 0; j < l->nconstexprs; j++)
+      if (!strcmp(l->constexpr_names[j], k)) return ty_fail(d, ce, "constexpr %s given twice", k);
+    l->constexpr_names[l->nconstexprs] = strdup(k);
+    l->constexpr_values[l->nconstexprs++] = strdup(v);
+  }
   return KA_OK;
 }
 
@@ -826,10 +903,17 @@ static int plan_parse(ty_doc *d, const ka_task *t, ka_plan *p) {
     for (int j = 0; j < p->nkernels; j++) known |= !strcmp(p->kernels[j], l->kernel);
     if (!known)
       return ty_fail(d, items[i], "launch of '%s', which 'kernels' does not list", l->kernel);
-    if (plan_dims(d, ty_get(d, items[i], "grid"), l->grid, "grid") ||
-        plan_dims(d, ty_get(d, items[i], "block"), l->block, "block"))
-      return d->rc;
-    l->shared_bytes = ty_str(d, items[i], "shared_bytes", 0);
+    if (plan_dims(d, ty_get(d, items[i], "grid"), l->grid, "grid")) return d->rc;
+    if (!strcmp(t->language, "triton")) {
+      if (plan_triton(d, items[i], l)) return d->rc;
+    } else {
+      static const char *const only[] = {"num_warps", "num_stages", "constexprs", NULL};
+      for (int j = 0; only[j]; j++)
+        if (ty_get(d, items[i], only[j]))
+          return ty_fail(d, items[i], "'%s' is for language triton only", only[j]);
+      if (plan_dims(d, ty_get(d, items[i], "block"), l->block, "block")) return d->rc;
+      l->shared_bytes = ty_str(d, items[i], "shared_bytes", 0);
+    }
     if (!l->shared_bytes) l->shared_bytes = strdup("0");
     l->nargs = ty_strlist(d, ty_get(d, items[i], "args"), l->args, KA_MAX_ARGS, "args");
     if (l->nargs < 0) {

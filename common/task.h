@@ -2,7 +2,8 @@
  * with libyaml, and the launch plan of rtc-mode submissions.
  *
  * task.yaml (docs/tasks.md is the reference):
- *   id, type (hip2hip|cuda2cuda|host), language (hip|cuda|c), mode (rtc|module),
+ *   id, type (hip2hip|cuda2cuda|triton2triton|host), language (hip|cuda|triton|c),
+ *   mode (rtc|module; triton: rtc),
  *   backends, description, params [{name, type: i32|i64}],
  *   tensors [{name, dtype, shape: [expr...], role: input|output, init: {dist,...}}],
  *   tolerance {atol, rtol} (an output tensor may override either with its own
@@ -182,6 +183,13 @@ typedef struct ka_plan_launch {
   char *shared_bytes;
   char *args[KA_MAX_ARGS]; /* tensor, param or scratch names */
   int nargs;
+  /* language triton only (docs/tasks.md): the compile options of this launch's kernel.
+   * num_warps (1..32, a power of 2; block = 32 x num_warps), num_stages (1..8), and the
+   * constexpr parameters by name, each an integer literal or true/false (as text); block
+   * and shared_bytes then come from the compile (gpuexec/backends/triton.h) */
+  int num_warps, num_stages;
+  char *constexpr_names[KA_MAX_ARGS], *constexpr_values[KA_MAX_ARGS];
+  int nconstexprs;
 } ka_plan_launch;
 
 typedef struct ka_plan {

@@ -152,6 +152,9 @@ es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now);
 es_job *es_jobs_detach(es_jobs *q, es_worker *w);
 /* 1 if the task lists backend among its backends. */
 int es_task_has_backend(const ka_task *t, const char *backend);
+/* 1 if device d (an executor's, as polled) can run task t: one of t's backends, and for a
+ * language the backend lacks (triton) d lists it in Device.languages. */
+int es_device_runs(const ka_task *t, const es_pb_device *d);
 /* Finds or creates the worker with this id and records the poll: device (deep
  * copied; may be NULL to keep the old one) and last_poll = now. */
 es_worker *es_worker_touch(es_jobs *q, const char *id, const es_pb_device *device, double now);

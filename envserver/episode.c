@@ -270,8 +270,20 @@ static const es_worker *ep_pick_device(es_server *s, const ka_task *t, double no
                                        int *retryable) {
   for (int b = 0; b < t->nbackends; b++)
     for (const es_worker *w = s->jobs.workers; w; w = w->next)
-      if (w->device && es_worker_live(w, now) && !strcmp(w->device->backend, t->backends[b]))
+      if (w->device && es_worker_live(w, now) && !strcmp(w->device->backend, t->backends[b]) &&
+          es_device_runs(t, w->device))
         return w;
+  /* a device of the backend whose executor lacks the language (triton) */
+  for (const es_worker *w = s->jobs.workers; w; w = w->next)
+    if (w->device && es_worker_live(w, now) && es_task_has_backend(t, w->device->backend)) {
+      ka_sb_printf(why,
+                   "task %s is in language %s, which the connected %s executors cannot "
+                   "compile: start gpuexec where a Python has triton (scripts/"
+                   "install-python-deps.sh; gpuexec --triton-python PATH)",
+                   t->id, t->language, w->device->backend);
+      *retryable = 0;
+      return NULL;
+    }
   /* Nothing fits: say what would, what is here, and which tasks run here. */
   char *offered[16];
   int noff = 0;

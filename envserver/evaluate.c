@@ -173,7 +173,7 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
   for (const es_worker *w = s->jobs.workers; w; w = w->next) {
     if (!w->device || !es_worker_live(w, now)) continue;
     any = 1;
-    live |= es_task_has_backend(t, w->device->backend);
+    live |= es_device_runs(t, w->device);
   }
   int rc = KA_OK;
   if (!live) {

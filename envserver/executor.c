@@ -289,8 +289,7 @@ void srv_unacked(es_server *s, double now, srv_outbox *out) {
       continue;
     int other = 0; /* another worker's poll waits and can run it */
     for (srv_ctx *c = s->net->exec.park_head; c && !other; c = c->pnext)
-      other = c->worker != w && c->worker->device &&
-              es_task_has_backend(job->task, c->worker->device->backend);
+      other = c->worker != w && c->worker->device && es_device_runs(job->task, c->worker->device);
     if (!other) continue;
     es_jobs_detach(&s->jobs, w);
     job->attempts--; /* never acknowledged: not an attempt */

@@ -103,10 +103,18 @@ int es_task_has_backend(const ka_task *t, const char *backend) {
   return 0;
 }
 
+int es_device_runs(const ka_task *t, const es_pb_device *d) {
+  if (!d || !es_task_has_backend(t, d->backend)) return 0;
+  if (strcmp(t->language, "triton")) return 1;
+  for (size_t i = 0; i < d->n_languages; i++)
+    if (d->languages[i] && !strcmp(d->languages[i], t->language)) return 1;
+  return 0;
+}
+
 es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now) {
   if (w->job || !w->device) return NULL;
   for (es_job *j = q->head; j; j = j->next) {
-    if (!es_task_has_backend(j->task, w->device->backend)) continue;
+    if (!es_device_runs(j->task, w->device)) continue;
     es_jobs_unqueue(q, j);
     j->state = ES_JOB_RUNNING;
     j->worker = w;

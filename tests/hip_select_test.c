@@ -198,7 +198,7 @@ static void check_task_backends(const char *root) {
     int ok;
     if (!strcmp(t->language, "hip"))
       ok = cu && hp && !host, nhip++;
-    else if (!strcmp(t->language, "cuda"))
+    else if (!strcmp(t->language, "cuda") || !strcmp(t->language, "triton"))
       ok = cu && !hp && !host;
     else
       ok = host && !cu && !hp;
@@ -210,7 +210,8 @@ static void check_task_backends(const char *root) {
     }
   }
   check(nbad == 0 && nhip > 0, "task backends",
-        "%d tasks: hip tasks run on cuda or hip (%d), cuda tasks on cuda, C tasks on host; %d "
+        "%d tasks: hip tasks run on cuda or hip (%d), cuda and triton tasks on cuda, C tasks on "
+        "host; %d "
         "differ",
         reg->ntasks, nhip, nbad);
   ka_registry_free(reg);

@@ -24,7 +24,7 @@
 set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
-    python_text)
+    python_text triton_reset triton_tasks)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # timing tests with a lighter count than the full 20 + 3: agents_experiment's verdict
 # rests on a 2x difference between its two agents' kernels; 10 timed calls keep its noise
@@ -46,7 +46,7 @@ set(KA_TEST_COSTS
     agents_timeout 18 validate_host_rmsnorm 17 reference_split 10 install 12 python_faults_skyrl 17 agents_command 16
     handshake_abort 14 validate_host_gelu 14 agents_replay 13 reliability_slow_reader 12
     validate_host_silu_mul 12 python_faults_text 11 agents_claude 10
-    python_faults_components 10 python_faults_vector 10)
+    python_faults_components 10 python_faults_vector 10 triton_faults 8 triton_baselines 5)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)

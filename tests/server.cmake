@@ -39,3 +39,12 @@ add_test(NAME python_grpo_example
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/python_grpo_example.sh ${CMAKE_BINARY_DIR}/bin
                  ${CMAKE_SOURCE_DIR} ${KA_PYTHON_TEST})
 set_tests_properties(python_grpo_example PROPERTIES TIMEOUT 400)
+
+# A triton task needs an executor whose device lists language triton (fake executors).
+add_executable(triton_reset_test ${CMAKE_CURRENT_LIST_DIR}/triton_reset_test.c)
+target_link_libraries(triton_reset_test PRIVATE ka_common ka_proto ${KA_NNG_LIBS} m
+                      ${CMAKE_DL_LIBS})
+add_dependencies(triton_reset_test envserver)
+add_test(NAME triton_reset
+         COMMAND triton_reset_test $<TARGET_FILE:envserver> ${CMAKE_SOURCE_DIR}/tasks)
+set_tests_properties(triton_reset PROPERTIES TIMEOUT 60)

@@ -37,6 +37,7 @@
 #include "backend.h"
 #include "hip_on_cuda_embed.h"
 #include "ka_common.h"
+#include "triton_bundle.h"
 #include "trusted_kernels.h"
 
 _Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON && KA_GEN_POISON == KA_TRUSTED_POISON,
@@ -194,6 +195,8 @@ typedef struct cuda_fn {
 
 struct ka_module {
   CUmodule mod;
+  CUmodule *units; /* language triton: one module per compiled unit (triton_bundle.h) */
+  int nunits;
   int nfns;
   cuda_fn fns[];
 };
@@ -839,6 +842,82 @@ out:
  * Returns KA_ECOMPILE (compile error, missing kernel, CUBIN the driver rejects),
  * KA_EUNAVAIL (no NVRTC / driver), KA_EINVAL (bad request or arch), KA_EOOM,
  * KA_ENOMEM, KA_EINTERNAL (NVRTC fault). Thread safe for distinct contexts. */
+/* Language triton: req->image is a bundle of cubins (triton_bundle.h) that the runner's
+ * triton compile made (gpuexec/backends/triton.h); each unit is loaded as a module of its
+ * own and req->kernels name units. Without ctx only the bundle and its kernels are
+ * checked. KA_OK, KA_ECOMPILE (a kernel missing, the driver refuses a cubin) or another
+ * code (e, lg). */
+static int cuda_triton_load(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out,
+                            ka_sb *lg, char *e, size_t elen) {
+  ka_triton_unit u[KA_TRITON_MAX_UNITS];
+  int n = 0;
+  if (!req->image || ka_triton_bundle_parse(req->image, req->image_len, u, &n))
+    return ka_seterr(e, elen, KA_EINVAL,
+                     "compile: language triton needs the image of its triton compile");
+  int idx[KA_TRITON_MAX_UNITS];
+  if (req->nkernels > KA_TRITON_MAX_UNITS)
+    return ka_seterr(e, elen, KA_EINVAL, "compile: too many kernels");
+  for (int i = 0; i < req->nkernels; i++) {
+    idx[i] = -1;
+    for (int k = 0; k < n && idx[i] < 0; k++)
+      if (req->kernels[i] && !strcmp(u[k].name, req->kernels[i])) idx[i] = k;
+    char mangled[256];
+    if (idx[i] < 0 || cuda_cubin_has_kernel(u[idx[i]].cubin, u[idx[i]].cubin_len, u[idx[i]].sym,
+                                            mangled, sizeof mangled) != 1) {
+      ka_sb_printf(lg, "error: kernel '%s' is not in the triton image\n", req->kernels[i]);
+      return ka_seterr(e, elen, KA_ECOMPILE, "kernel '%s' is not in the triton image",
+                       req->kernels[i]);
+    }
+  }
+  ka_sb_printf(lg, "note: %d triton kernel(s) loaded\n", n);
+  if (!ctx) return KA_OK;
+  int rc = cuda_enter(ctx, "compile");
+  if (rc != KA_OK) return ka_seterr(e, elen, rc, "%s", ctx->err);
+  ka_module *m = calloc(1, sizeof *m + (size_t)req->nkernels * sizeof m->fns[0]);
+  if (m) m->units = calloc((size_t)n, sizeof *m->units);
+  if (!m || !m->units) {
+    if (m) free(m);
+    return ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+  }
+  for (int k = 0; k < n && rc == KA_OK; k++) {
+    /* cuModuleLoadData reads an ELF from memory: give it an aligned copy */
+    void *copy = malloc(u[k].cubin_len);
+    if (!copy) {
+      rc = ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+      break;
+    }
+    memcpy(copy, u[k].cubin, u[k].cubin_len);
+    CUresult lr = cuda_drv.f.ModuleLoadData(&m->units[k], copy);
+    free(copy);
+    if (lr != CUDA_SUCCESS) {
+      m->units[k] = NULL;
+      rc = cuda_fail(NULL, e, elen, lr, KA_ECOMPILE, "cuModuleLoadData(%s)", u[k].name);
+      if (lr != CUDA_ERROR_OUT_OF_MEMORY) rc = KA_ECOMPILE;
+      ka_sb_printf(lg, "error: %s\n", e);
+    }
+    m->nunits = k + 1;
+  }
+  for (int i = 0; i < req->nkernels && rc == KA_OK; i++) {
+    cuda_fn *f = &m->fns[m->nfns];
+    CUresult lr = cuda_drv.f.ModuleGetFunction(&f->fn, m->units[idx[i]], u[idx[i]].sym);
+    if (lr != CUDA_SUCCESS) {
+      rc = cuda_fail(NULL, e, elen, lr, KA_ECOMPILE, "cuModuleGetFunction(%s)", u[idx[i]].sym);
+      break;
+    }
+    if (!(f->name = strdup(req->kernels[i]))) {
+      rc = ka_seterr(e, elen, KA_ENOMEM, "compile: out of host memory");
+      break;
+    }
+    m->nfns++;
+  }
+  if (rc != KA_OK || !out) {
+    cuda_module_free(ctx, m);
+    return rc;
+  }
+  *out = m;
+  return KA_OK;
+}
+
 static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_module **out, char **log,
                         char *err, size_t errlen) {
   char e[CUDA_ERRLEN] = "";
@@ -855,6 +934,10 @@ static int cuda_compile(ka_backend_ctx *ctx, const ka_compile_req *req, ka_modul
     goto done;
   }
   int hip = !strcmp(req->language, "hip");
+  if (!strcmp(req->language, "triton")) {
+    rc = cuda_triton_load(ctx, req, out, &lg, e, sizeof e);
+    goto done;
+  }
   if (!hip && strcmp(req->language, "cuda")) {
     rc = ka_seterr(e, sizeof e, KA_EINVAL,
                    "compile: the cuda backend compiles languages cuda and hip, not '%s'",
@@ -989,8 +1072,11 @@ done:
 /* Unloads the module and frees it. NULL m is a no-op. */
 static void cuda_module_free(ka_backend_ctx *ctx, ka_module *m) {
   if (!m) return;
-  if (m->mod && ctx && cuda_drv.f.CtxSetCurrent(ctx->cu) == CUDA_SUCCESS)
-    cuda_drv.f.ModuleUnload(m->mod);
+  int cur = ctx && cuda_drv.f.CtxSetCurrent(ctx->cu) == CUDA_SUCCESS;
+  if (m->mod && cur) cuda_drv.f.ModuleUnload(m->mod);
+  for (int i = 0; i < m->nunits; i++)
+    if (m->units[i] && cur) cuda_drv.f.ModuleUnload(m->units[i]);
+  free(m->units);
   for (int i = 0; i < m->nfns; i++) free(m->fns[i].name);
   free(m);
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gpuexec.h"
+#include "triton.h"
 #include "refcache.h"
 #include "ka_common.h"
 #include "ka_opt.h"
@@ -374,6 +375,27 @@ static void gx_reap_stale(const char *tmp) {
   closedir(d);
 }
 
+/* Language triton (gpuexec/backends/triton.h): once, and only when reg holds a triton
+ * task, finds and probes the Python with triton for the runners (ka_triton_setup). 1 when
+ * triton is usable, else 0 after a line that says why. */
+static int gx_triton(const ka_registry *reg, const char *exedir, const char *cache,
+                     const char *python, const char *tcache) {
+  static int state = -1;
+  if (state >= 0) return state;
+  state = 0;
+  int any = 0;
+  for (int i = 0; i < reg->ntasks; i++) any |= !strcmp(reg->tasks[i]->language, "triton");
+  if (!any) return 0;
+  char msg[768];
+  state = ka_triton_setup(exedir, cache, python, tcache, msg, sizeof msg);
+  if (state)
+    fprintf(stderr, "gpuexec: language triton: %s\n", msg);
+  else
+    fprintf(stderr,
+            "gpuexec: language triton unavailable (%s); triton tasks are refused at reset\n", msg);
+  return state;
+}
+
 static void gx_usage(FILE *f) {
   fprintf(f,
           "usage: gpuexec [options]\n"
@@ -398,6 +420,10 @@ static void gx_usage(FILE *f) {
           "  --call-limit S   one call of the candidate on a GPU (or on a shared host) may run\n"
           "                   this many seconds (default %g; past it the step is TIMEOUT; 0: only\n"
           "                   the deadline)\n"
+          "  --triton-python PATH  the Python with triton for language triton (default: the\n"
+          "                   venv's, <repository>/.venv/bin/python3, if present, else python3 on\n"
+          "                   PATH); without triton, triton tasks are refused at reset\n"
+          "  --triton-cache DIR  the triton compile cache (default <--cache>/triton)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
           GX_CALL_LIMIT_S);
@@ -415,10 +441,12 @@ int main(int argc, char **argv) {
                                        {"no-pool", no_argument, 0, 'P'},
                                        {"jobs-per-device", required_argument, 0, 'J'},
                                        {"call-limit", required_argument, 0, 'L'},
+                                       {"triton-python", required_argument, 0, 'T'},
+                                       {"triton-cache", required_argument, 0, 'C'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
-  const char *cache = NULL;
+  const char *cache = NULL, *triton_python = NULL, *triton_cache = NULL;
   int verbose = 0, c;
   double hb_interval = GX_HEARTBEAT_S;
   /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
@@ -436,7 +464,7 @@ int main(int argc, char **argv) {
   }
   int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0;
   double call_limit = GX_CALL_LIMIT_S;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -473,6 +501,12 @@ int main(int argc, char **argv) {
         break;
       case 'R':
         if (ka_opt_int("gpuexec", "ref-cache-mb", optarg, 0, 1L << 24, &ref_mb)) return 2;
+        break;
+      case 'T':
+        triton_python = optarg;
+        break;
+      case 'C':
+        triton_cache = optarg;
         break;
       case 'h':
         gx_usage(stdout);
@@ -548,6 +582,8 @@ int main(int argc, char **argv) {
       continue;
     }
     if (d->n_devices == 0) fprintf(stderr, "gpuexec: backend %s: no devices (%s)\n", b, err);
+    int triton = !strcmp(b, "cuda") && d->n_devices > 0 &&
+                 gx_triton(reg, exedir, cache, triton_python, triton_cache);
     /* one worker per evaluation slot: GPU devices have per_device of them */
     int slots = strcmp(b, "host") || per_device_given ? per_device : 1;
     for (size_t i = 0; i < d->n_devices; i++)
@@ -559,6 +595,10 @@ int main(int argc, char **argv) {
         memset(w, 0, sizeof *w);
         w->cfg = &cfg;
         w->dev = ka_device_dup(d->devices[i]);
+        if (triton && w->dev && (w->dev->languages = malloc(sizeof(char *)))) {
+          w->dev->languages[0] = strdup("triton");
+          w->dev->n_languages = 1;
+        }
         w->hb_interval_s = hb_interval;
         int n = snprintf(w->id, sizeof w->id, "%s/%d/%s:%d", host, (int)getpid(), b,
                          d->devices[i]->index);

@@ -280,6 +280,11 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_SANDBOX_SECCOMP",
                                "KA_SANDBOX_LANDLOCK",
                                "KA_SANDBOX_UNIX",
+                               "KA_TRITON_PYTHON", /* language triton (triton.h) */
+                               "KA_TRITON_PREFIX",
+                               "KA_TRITON_SITE",
+                               "KA_TRITON_VERSION",
+                               "KA_TRITON_CACHE",
                                NULL};
   int n = 0;
   size_t used = 0;
@@ -391,8 +396,8 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
     close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
     return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   }
-  char *env[16], storage[8192];
-  wk_runner_env(env, 16, storage, sizeof storage, workdir, preopen);
+  char *env[32], storage[16384]; /* the keep list (23) and four of ours */
+  wk_runner_env(env, 32, storage, sizeof storage, workdir, preopen);
   /* the supervisor, which starts the runner (sandbox.h) */
   char *argv[] = {(char *)cfg->runner_path, KA_SANDBOX_SUPERVISE_ARG, (char *)cfg->runner_path,
                   NULL};

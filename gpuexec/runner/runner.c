@@ -38,6 +38,7 @@
 #include "runner_case.h"
 #include "sandbox.h"
 #include "task.h"
+#include "triton.h"
 
 /* Reads the job from fd 0 to EOF: a socket (the job's memfds come with it as SCM_RIGHTS,
  * into fds[0..*nfds), in order, close-on-exec) or, from tools, a pipe or file (no fds). */
@@ -419,11 +420,34 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
       req.image = job->baseline_image.data;
       req.image_len = job->baseline_image.len;
     }
-    void *img = NULL;
-    rc = rn_compile_load(s, &req, &impl->mod, &img, log, err, errlen);
+    void *img = NULL, *tri = NULL;
+    size_t tri_len = 0;
+    char *tlog = NULL;
+    /* triton (triton.h): compiled to a bundle of cubins by its own sandboxed process,
+     * the plan rewritten onto it; the backend only loads it */
+    if (!strcmp(t->language, "triton")) {
+      double limit = job->compile_timeout_s > 2 ? job->compile_timeout_s - 1 : 60;
+      rc = ka_triton_prepare(t, impl->plan, &src[0], req.image, req.image_len, s->dev.arch, wd,
+                             limit, &tri, &tri_len, &tlog, err, errlen);
+      if (tri) req.image = tri, req.image_len = tri_len;
+      req.kernels = (const char *const *)impl->plan->kernels;
+      req.nkernels = impl->plan->nkernels;
+    }
+    if (rc == KA_OK) rc = rn_compile_load(s, &req, &impl->mod, &img, log, err, errlen);
     if (rc == KA_OK && img && baseline && s->image_fd >= 0)
       rn_give_image(s->image_fd, img, req.image_len);
+    if (rc == KA_OK && tri && baseline && s->image_fd >= 0)
+      rn_give_image(s->image_fd, tri, tri_len);
+    if (tlog) { /* the triton compile's words before the load's */
+      ka_sb sb = {0};
+      ka_sb_puts(&sb, tlog);
+      if (*log) ka_sb_puts(&sb, *log);
+      free(*log);
+      free(tlog);
+      *log = ka_sb_take(&sb);
+    }
     free(img);
+    free(tri);
   }
   for (int i = 0; i < KA_MAX_EDITABLE; i++) free(owned[i]);
   return rc;
@@ -592,6 +616,9 @@ int main(int argc, char **argv) {
     /* include allowlist, then Landlock and seccomp (sandbox.h) */
     rc = ka_sandbox_candidate(task, job, &clog, err, sizeof err);
     if (rc == KA_OK) rc = rn_build(&s, job, 0, &impl[1], &clog, err, sizeof err);
+    /* triton's compiler was a process: no more of them once it is done (sandbox.h) */
+    if (rc == KA_OK && !strcmp(task->language, "triton"))
+      rc = ka_sandbox_lock_runner(err, sizeof err);
     if (watching) {
       pthread_mutex_lock(&watch.mu);
       watch.done = 1;

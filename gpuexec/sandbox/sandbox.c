@@ -501,7 +501,10 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
   /* ka-runner's folder (the backend modules), the library path, the CUDA toolkit */
   char dir[PATH_MAX];
   if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = sb_ll_allow(rs, dir, rx, fs);
-  const char *envs[] = {"LD_LIBRARY_PATH", "CUDA_HOME", "KA_BACKEND_PATH", NULL};
+  /* KA_TRITON_PREFIX: the installation of the Python that has triton (a venv: its
+   * packages and ptxas), for the triton compiler (gpuexec/backends/triton.h) */
+  const char *envs[] = {"LD_LIBRARY_PATH", "CUDA_HOME", "KA_BACKEND_PATH", "KA_TRITON_PREFIX",
+                        NULL};
   for (int i = 0; envs[i] && !rc; i++) {
     const char *v = getenv(envs[i]);
     if (!v) continue;
@@ -515,6 +518,13 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
    * private workdir */
   if (!rc) rc = sb_ll_dev(rs, who, abi, fs);
   if (!rc && who == SB_LL_RUNNER) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
+  /* the triton compile cache: written by the runner (trusted code; no submitted code runs
+   * on its CPU), out of the compiler's reach (its own domain lacks it) */
+  const char *tc = getenv("KA_TRITON_CACHE");
+  if (!rc && who == SB_LL_RUNNER && tc && tc[0] == '/') {
+    ka_mkdirs(tc);
+    rc = sb_ll_allow(rs, tc, rw, fs);
+  }
   if (!rc) rc = sb_ll_allow(rs, workdir, rw, fs);
   if (rc) {
     int e = errno;
@@ -997,7 +1007,16 @@ int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job
         n++;
       }
   }
-  if (ka_include_check(t->language, names, texts, lens, n, log)) return KA_ECOMPILE;
+  /* triton: Python has no includes; its compiler is a process of its own (triton.h), so
+   * the runner locks itself after that compile (ka_sandbox_lock_runner) */
+  int triton = !strcmp(t->language, "triton");
+  if (!triton && ka_include_check(t->language, names, texts, lens, n, log)) return KA_ECOMPILE;
   if (t->mode && !strcmp(t->mode, "module")) sb_import_task = t;
-  return ka_sandbox_enter(job->workdir, t->mode && !strcmp(t->mode, "module"), err, errlen);
+  return ka_sandbox_enter(job->workdir, triton || (t->mode && !strcmp(t->mode, "module")), err,
+                          errlen);
+}
+
+int ka_sandbox_lock_runner(char *err, size_t errlen) {
+  if (sb_env_off("KA_SANDBOX_SECCOMP")) return KA_OK;
+  return sb_seccomp_lock(err, errlen);
 }

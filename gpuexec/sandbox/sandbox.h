@@ -121,15 +121,23 @@ int ka_asm_check(const char *text, size_t len, char **log);
 
 /* The runner's step between building the baseline and building the candidate: checks
  * the includes of the candidate's editable sources (ka_include_check; the launch plan is
- * not C), then applies the sandbox (ka_sandbox_enter; module-mode tasks compile with an
- * external compiler and run submitted code in module processes, which lock
- * themselves). For a module-mode task it also arms the import check
+ * not C; language triton: Python, no includes, not checked), then applies the sandbox
+ * (ka_sandbox_enter; module-mode tasks compile with an external compiler and run
+ * submitted code in module processes, which lock themselves; triton tasks compile in a
+ * process of their own, gpuexec/backends/triton.h, and the runner locks itself after
+ * with ka_sandbox_lock_runner). For a module-mode task it also arms the import check
  * (ka_sandbox_module_imports) of the candidate's module; t must outlive the build.
  * Returns KA_OK;
  * KA_ECOMPILE with the refusals in *log (malloc'd, caller frees); or KA_ESYS with the
  * reason in err if the sandbox could not be applied. */
 int ka_sandbox_candidate(const ka_task *t, const Kernelarena__V1__RunnerJob *job, char **log,
                          char *err, size_t errlen);
+
+/* The lock stage of seccomp (layer 4: no new process, no execve, ...) for a runner that
+ * ka_sandbox_candidate left able to start processes because its compiler is one (language
+ * triton): called once the candidate is built, before any of it runs. KA_OK (also with
+ * KA_SANDBOX_SECCOMP=0) or KA_ESYS with the reason in err. */
+int ka_sandbox_lock_runner(char *err, size_t errlen);
 
 /* The default import allow-list of module mode (docs/integrity.md, item 12): fnmatch
  * patterns of the dynamic symbols a C kernel's shared object may import (libm, memory

@@ -36,6 +36,7 @@
 #include "gpuexec.h"
 #include "ka_common.h"
 #include "ka_opt.h"
+#include "triton.h"
 
 #define VD_MAX_SEEDS 16
 #define VD_MAX_BACKENDS 3
@@ -71,6 +72,7 @@ typedef struct vd_task {
 
 typedef struct vd_opts {
   const char *tasks_dir, *backends, *cache_dir, *tmp_dir, *runner;
+  const char *exedir; /* the binaries' folder (language triton: the venv beside it) */
   int nseeds, reps, warmup, strict, json, quiet;
   uint64_t seeds[VD_MAX_SEEDS];
   double min_time_ms;
@@ -949,6 +951,12 @@ static void vd_memory_check(const ka_task *t, const vd_backend *be, vd_task *r) 
 
 /* ---- one task */
 
+/* t's backends as "cuda", "cuda or hip" into sb. */
+static void ep_join_backends(ka_sb *sb, const ka_task *t) {
+  for (int i = 0; i < t->nbackends; i++)
+    ka_sb_printf(sb, "%s%s", i == 0 ? "" : i == t->nbackends - 1 ? " or " : ", ", t->backends[i]);
+}
+
 static void vd_validate(const vd_opts *o, const char *dir, const char *expect_id, vd_task *r) {
   double t0 = ka_now_s();
   ka_task *t = NULL;
@@ -991,15 +999,26 @@ static void vd_validate(const vd_opts *o, const char *dir, const char *expect_id
         ka_sb_printf(&skipped, "%s%s: %s", skipped.len ? "; " : "", be->name, be->why);
         continue;
       }
+      /* language triton: a Python with triton for the runners' compile (triton.h) */
+      char why[640];
+      if (!strcmp(t->language, "triton") &&
+          !ka_triton_setup(o->exedir, o->cache_dir, NULL, NULL, why, sizeof why)) {
+        vd_add(r, "triton", NULL, VD_FAIL, "%s", why);
+        continue;
+      }
       nrun++;
       vd_memory_check(t, be, r);
       vd_eval_checks(o, t, be, r);
     }
-    if (nrun == 0)
+    if (nrun == 0) {
+      ka_sb need = {0};
+      ep_join_backends(&need, t);
       vd_add(r, "backends", NULL, VD_WARN,
-             "no listed backend is available here, so the baseline was not run (%s)",
-             skipped.s ? skipped.s : "");
-    else if (skipped.len)
+             "no listed backend is available here, so the baseline was not run: the task needs "
+             "a %s device (%s)",
+             need.s ? need.s : "", skipped.s ? skipped.s : "");
+      ka_sb_free(&need);
+    } else if (skipped.len)
       vd_add(r, "backends", NULL, VD_PASS, "ran on %d backend(s); not here: %s", nrun, skipped.s);
     ka_sb_free(&skipped);
   }
@@ -1332,6 +1351,7 @@ int main(int argc, char **argv) {
   }
   ka_helper_path("ka-runner", runner, sizeof runner);
   o.runner = runner;
+  o.exedir = exedir;
   const char *tmp = getenv("TMPDIR");
   o.tmp_dir = tmp && *tmp ? tmp : "/tmp";
   if (!o.cache_dir) {

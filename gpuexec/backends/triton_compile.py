@@ -1,0 +1,178 @@
+"""kernelarena's trusted Triton compile driver (gpuexec/backends/triton.c runs it).
+
+Usage: python3 triton_compile.py REQUEST.json OUTDIR
+
+Runs in the compile sandbox (sandbox.h, ka_sandbox_compiler: no network, read-write only
+in its folder, no GPU needed). It imports triton only (never torch), checks that the
+submitted file holds nothing but imports of triton, constants and @triton.jit functions,
+and for each compile unit of the request calls
+
+    triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", ARCH, 32))
+
+writing OUTDIR/<unit>.cubin and one line per unit to OUTDIR/meta.txt:
+
+    unit <id> name <symbol> shared <bytes> warps <n> ctas <n> scratch <bytes> <align>
+         profile <bytes> coop <0|1> pdl <0|1>
+
+(on one line). The request (written by triton.c):
+
+    {"source": "kernels.py", "arch": 90,
+     "units": [{"id": "u0", "kernel": "gelu", "args": ["*fp32", "*fp32", "i64"],
+                "constexprs": {"BLOCK": 1024}, "num_warps": 4, "num_stages": 3}]}
+
+args are the types of the kernel's parameters that are not constexprs, in order. Pointer
+parameters get the divisibility-16 hint (the runner's buffers are 256-byte aligned).
+A submission's error ends the process with status 1 and the reason (a traceback for
+errors inside Triton) on stderr; triton.c shows its last lines as the verdict's feedback.
+"""
+
+import ast
+import json
+import os
+import sys
+
+ALLOWED_MODULES = ("triton", "triton.language", "math")
+
+
+def fail(msg):
+    sys.stderr.write("error: " + msg + "\n")
+    sys.exit(1)
+
+
+def is_jit(dec):
+    """True for @triton.jit, @jit, @triton.jit(...), @jit(...)."""
+    if isinstance(dec, ast.Call):
+        dec = dec.func
+    if isinstance(dec, ast.Name):
+        return dec.id == "jit"
+    return (isinstance(dec, ast.Attribute) and dec.attr == "jit" and isinstance(dec.value, ast.Name)
+            and dec.value.id == "triton")
+
+
+def is_constant(node):
+    """A literal, a tuple of literals, or tl.constexpr(literal) / triton.language.constexpr(...)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+        return True
+    if isinstance(node, ast.Tuple):
+        return all(is_constant(e) for e in node.elts)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "constexpr"
+            and len(node.args) == 1 and not node.keywords):
+        return is_constant(node.args[0])
+    return False
+
+
+def check_source(path, text):
+    """Top level: imports of triton (and math), constants, @triton.jit functions, docstrings."""
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as e:
+        fail(f"{path}:{e.lineno}: syntax error: {e.msg}")
+    for node in tree.body:
+        where = f"{path}:{node.lineno}"
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in ALLOWED_MODULES:
+                    fail(f"{where}: import of '{a.name}' (only triton, triton.language and math)")
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level or (mod not in ALLOWED_MODULES and not (mod == "triton" and all(
+                    a.name in ("language", "jit", "cdiv", "next_power_of_2") for a in node.names))):
+                fail(f"{where}: import from '{mod}' (only triton, triton.language and math)")
+        elif isinstance(node, ast.FunctionDef):
+            if not node.decorator_list or not all(is_jit(d) for d in node.decorator_list):
+                fail(f"{where}: function '{node.name}' is not a @triton.jit kernel (no host code runs)")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            if node.value is None or not is_constant(node.value):
+                fail(f"{where}: only constants may be assigned at the top level")
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            pass  # a docstring
+        else:
+            fail(f"{where}: {type(node).__name__} at the top level (only imports, constants and "
+                 "@triton.jit functions)")
+
+
+def load_kernels(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    check_source(os.path.basename(path), text)
+    import types
+    mod = types.ModuleType("ka_submission")
+    mod.__file__ = path
+    sys.modules["ka_submission"] = mod
+    exec(compile(text, path, "exec"), mod.__dict__)  # definitions only (checked above)
+    return mod
+
+
+def unit_source(mod, unit):
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+    name = unit["kernel"]
+    fn = getattr(mod, name, None)
+    if not isinstance(fn, JITFunction):
+        fail(f"the launch plan names kernel '{name}', which the source does not define as @triton.jit")
+    consts = dict(unit.get("constexprs", {}))
+    for k in consts:
+        if k not in fn.arg_names:
+            fail(f"kernel '{name}' has no parameter '{k}' (constexprs of the launch plan); "
+                 f"its parameters: {', '.join(fn.arg_names)}")
+    for p in fn.params:
+        if p.name not in consts and p.is_constexpr:
+            if p.has_default:
+                consts[p.name] = p.default
+            else:
+                fail(f"kernel '{name}': constexpr parameter '{p.name}' has no value in the launch "
+                     "plan's constexprs")
+    rest = [a for a in fn.arg_names if a not in consts]
+    types_ = unit["args"]
+    if len(rest) != len(types_):
+        fail(f"kernel '{name}' takes {len(rest)} non-constexpr parameters ({', '.join(rest)}); "
+             f"the launch plan passes {len(types_)} args")
+    signature, attrs = {}, {}
+    for i, a in enumerate(fn.arg_names):
+        if a in consts:
+            signature[a] = "constexpr"
+        else:
+            ty = types_[rest.index(a)]
+            signature[a] = ty
+            if ty.startswith("*"):
+                attrs[(i, )] = [["tt.divisibility", 16]]
+    return ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
+
+
+def main():
+    if len(sys.argv) != 3:
+        fail("usage: triton_compile.py REQUEST.json OUTDIR")
+    with open(sys.argv[1], encoding="utf-8") as f:
+        req = json.load(f)
+    out = sys.argv[2]
+    # never torch (the GPU machine has it): an import of it, by anyone, fails here
+    for name in ("torch", "numpy"):
+        sys.modules[name] = None
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    mod = load_kernels(req["source"])
+    target = GPUTarget("cuda", int(req["arch"]), 32)
+    backend = make_backend(target)
+    lines = []
+    for unit in req["units"]:
+        src = unit_source(mod, unit)
+        opts = backend.parse_options({"num_warps": int(unit["num_warps"]), "num_stages": int(unit["num_stages"])})
+        k = triton.compile(src, target=target, options=opts.__dict__)
+        md = k.metadata
+        with open(os.path.join(out, unit["id"] + ".cubin"), "wb") as f:
+            f.write(k.asm["cubin"])
+        lines.append(f"unit {unit['id']} name {md.name} shared {md.shared} warps {md.num_warps} "
+                     f"ctas {getattr(md, 'num_ctas', 1)} scratch {getattr(md, 'global_scratch_size', 0)} "
+                     f"{getattr(md, 'global_scratch_align', 1)} profile {getattr(md, 'profile_scratch_size', 0)} "
+                     f"coop {int(bool(getattr(md, 'launch_cooperative_grid', False)))} "
+                     f"pdl {int(bool(getattr(md, 'launch_pdl', False)))}\n")
+    with open(os.path.join(out, "meta.txt"), "w", encoding="utf-8") as f:
+        f.write(f"triton {triton.__version__}\n")
+        f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+#!/bin/sh
+# The triton2triton tasks on the H200 (issue 17, first slice), prebuilt binaries only
+# (build/bin; nothing is built here). The machine's Python 3.12 has triton 3.6 (and torch,
+# which the compile driver never imports).
+#   1. triton_compile_test baselines: every triton task's baseline through the compile
+#      path (sandboxed driver, cubins, the cuda backend's check of the bundle);
+#   2. one episode of triton2triton/gelu (envctl starts envserver and gpuexec: the runner
+#      compiles in its sandbox, loads the cubins and launches them): the baseline's step;
+#   3. tests/device/validate_suite.sh over tasks/triton2triton/* (envctl validate
+#      --backends cuda, one task per run).
+# Prints a short table last; logs in $OUT (triton-compile.txt, triton-episode.txt,
+# validate-report.txt, validate/...).
+#   device run: OUT=$OUT sh tests/device/triton_h200.sh          (carry: build/bin)
+#   TRITON_PYTHON=/path/to/python3 picks the Python (default: the first of python3.12,
+#   python3, .venv/bin/python3 that imports triton).
+set -u
+OUT=${OUT:-/tmp/ka-out}
+BIN=${BIN:-build/bin}
+mkdir -p "$OUT"
+export TMPDIR=${TMPDIR:-/tmp}
+py=""
+for p in ${TRITON_PYTHON:-} python3.12 python3 .venv/bin/python3; do
+  if command -v "$p" >/dev/null 2>&1 && "$p" -c "import triton" >/dev/null 2>&1; then
+    py=$(command -v "$p")
+    case $py in /*) ;; *) py=$(cd "$(dirname "$py")" && pwd)/$(basename "$py") ;; esac
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "triton_h200: no Python here imports triton (tried ${TRITON_PYTHON:-} python3.12 python3 .venv/bin/python3)"
+  exit 1
+fi
+export KA_TRITON_PYTHON="$py"
+tver=$("$py" -c "import triton; print(triton.__version__)" 2>&1)
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
+  echo "python: $py, triton $tver"
+} | tee "$OUT/triton-header.txt"
+
+echo "== 1. triton_compile_test baselines"
+KA_BACKEND_PATH=$BIN timeout 300 "$BIN/triton_compile_test" baselines tasks >"$OUT/triton-compile.txt" 2>&1
+c_rc=$?
+grep -E "^(FAIL|ok   triton2triton)" "$OUT/triton-compile.txt" | cut -c1-200
+tail -1 "$OUT/triton-compile.txt"
+
+echo "== 2. envctl episode --task triton2triton/gelu (baseline, one step)"
+timeout 400 "$BIN/envctl" episode --tasks tasks --task triton2triton/gelu --max-steps 1 \
+  >"$OUT/triton-episode.txt" 2>&1
+e_rc=$?
+tail -25 "$OUT/triton-episode.txt" | cut -c1-200
+e_line=$(grep -iE "reward|speedup|status|COMPILE_ERROR|INFRA|INCORRECT|FLAGGED" "$OUT/triton-episode.txt" |
+  tail -1 | cut -c1-100)
+
+echo "== 3. envctl validate --backends cuda, tasks/triton2triton/*"
+TASKS=$(for y in tasks/triton2triton/*/task.yaml; do d=${y%/task.yaml}; echo "${d#tasks/}"; done)
+OUT=$OUT BIN=$BIN TASKS="$TASKS" BUDGET_S=${BUDGET_S:-480} sh tests/device/validate_suite.sh \
+  >"$OUT/triton-validate.txt" 2>&1
+v_rc=$?
+
+echo
+echo "== triton_h200 summary (python $py, triton $tver)"
+printf '%-34s %s\n' "compile test (4 baselines)" "exit $c_rc; $(tail -1 "$OUT/triton-compile.txt")"
+printf '%-34s %s\n' "episode triton2triton/gelu" "exit $e_rc; ${e_line:-no result line}"
+printf '%-34s %s\n' "validate suite" "exit $v_rc"
+cat "$OUT/validate-rows.txt" 2>/dev/null

@@ -1,0 +1,459 @@
+/* The Triton compile path (gpuexec/backends/triton.h) through the real driver, Python and
+ * triton, in the compile sandbox, for sm_90, without a GPU.
+ *
+ *   triton_compile_test baselines TASKS  every triton task's baseline: a bundle with a cubin
+ *                                        per unit holding the kernel's symbol, num_warps as
+ *                                        planned, the plan rewritten onto it (kernel names,
+ *                                        block 32 x num_warps, Triton's two scratch pointers),
+ *                                        and the cuda backend's compile-only check accepts it
+ *   triton_compile_test faults TASKS     a compile error (COMPILE_ERROR with the traceback's
+ *                                        last lines), host code refused, a kernel the plan
+ *                                        names but the source lacks, a compile that hangs
+ *                                        (ended at its deadline), the cache (a hit the second
+ *                                        time, a miss for another constexpr), a corrupt
+ *                                        bundle refused
+ *
+ * Environment (tests/triton.cmake): KA_TRITON_PYTHON (a Python with triton 3.6; when it
+ * lacks triton the test FAILS and says so: CI installs it, scripts/install-python-deps.sh),
+ * KA_TRITON_PREFIX, KA_BACKEND_PATH. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "ka_check.h"
+#include "ka_common.h"
+#include "task.h"
+#include "triton.h"
+#include "triton_bundle.h"
+
+static char tc_tmp[PATH_MAX];
+
+/* A fresh folder under tc_tmp for one build. */
+static void tc_workdir(const char *name, char *out, size_t n) {
+  snprintf(out, n, "%s/%s", tc_tmp, name);
+  ka_rmtree(out);
+  ka_mkdirs(out);
+}
+
+static ka_plan *tc_plan(const ka_task *t, const char *yaml) {
+  ka_plan *p = NULL;
+  char err[512];
+  int rc = ka_plan_parse(t, yaml, strlen(yaml), &p, err, sizeof err);
+  check(rc == KA_OK, "plan parses", "%s", rc ? err : "ok");
+  return p;
+}
+
+/* Builds text as t's source with plan yaml; returns the rc, bundle and log. */
+static int tc_build(const ka_task *t, const char *yaml, const char *text, const char *wdname,
+                    double timeout_s, void **b, size_t *n, int *cached, char **log, char *err,
+                    size_t errlen) {
+  ka_plan *p = tc_plan(t, yaml);
+  if (!p) return KA_EPARSE;
+  char wd[PATH_MAX];
+  tc_workdir(wdname, wd, sizeof wd);
+  ka_source src = {.name = t->source, .text = text, .len = strlen(text)};
+  int rc = ka_triton_build(t, p, &src, "sm_90", wd, timeout_s, b, n, cached, log, err, errlen);
+  ka_plan_free(p);
+  return rc;
+}
+
+static char *tc_read(const char *dir, const char *name) {
+  char p[PATH_MAX], *s = NULL;
+  size_t n;
+  snprintf(p, sizeof p, "%s/baseline/%s", dir, name);
+  if (ka_read_file(p, 1 << 20, &s, &n)) return NULL;
+  return s;
+}
+
+/* One baseline: build, check the bundle against the plan, rewrite, backend check. */
+static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
+  char *text = tc_read(t->dir, t->source), *yaml = tc_read(t->dir, t->launch_plan);
+  if (!text || !yaml) {
+    check(0, t->id, "cannot read the baseline");
+    return;
+  }
+  ka_plan *p = tc_plan(t, yaml);
+  char wd[PATH_MAX], err[1024] = "";
+  snprintf(wd, sizeof wd, "%s", t->id);
+  for (char *c = wd; *c; c++)
+    if (*c == '/') *c = '_';
+  char dir[PATH_MAX];
+  tc_workdir(wd, dir, sizeof dir);
+  ka_source src = {.name = t->source, .text = text, .len = strlen(text)};
+  void *b = NULL;
+  size_t n = 0;
+  int cached = -1;
+  char *log = NULL;
+  double t0 = ka_now_s();
+  int rc =
+      p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
+        : KA_EPARSE;
+  check(rc == KA_OK && b && n > 0 && cached == 0, t->id,
+        "baseline compiled in %.2f s (%zu bytes): %s%s", ka_now_s() - t0, n, rc ? err : "ok",
+        rc && log ? log : "");
+  ka_triton_unit u[KA_TRITON_MAX_UNITS];
+  int nu = 0;
+  if (rc == KA_OK) {
+    int prc = ka_triton_bundle_parse(b, n, u, &nu);
+    check(prc == 0 && nu >= 1, "bundle parses", "%d unit(s)", nu);
+    for (int k = 0; k < nu; k++) {
+      int elf = u[k].cubin_len > 4 && !memcmp(u[k].cubin, "\177ELF", 4);
+      int warps = 0;
+      for (int i = 0; i < p->nlaunches; i++)
+        if (!strcmp(p->launches[i].kernel, u[k].sym)) warps = p->launches[i].num_warps;
+      char want[160];
+      snprintf(want, sizeof want, "%s__ka%d", u[k].sym, k);
+      check(elf && warps > 0 && (int)u[k].warps == warps && !strcmp(u[k].name, want) &&
+                u[k].scratch_bytes == 0,
+            "unit metadata",
+            "%s: symbol %s, ELF %d, %zu bytes, warps %u (plan %d), shared %u, "
+            "scratch %llu",
+            u[k].name, u[k].sym, elf, u[k].cubin_len, u[k].warps, warps, u[k].shared,
+            (unsigned long long)u[k].scratch_bytes);
+    }
+    /* a tl.dot kernel on sm_90 stages its tiles in shared memory */
+    if (strstr(t->id, "matmul"))
+      check(nu == 1 && u[0].shared > 0, "matmul uses shared memory", "%u bytes",
+            nu ? u[0].shared : 0);
+    int nargs0 = p->launches[0].nargs, warps0 = p->launches[0].num_warps;
+    rc = ka_triton_plan_apply(t, p, b, n, err, sizeof err);
+    char blk[16];
+    snprintf(blk, sizeof blk, "%d", 32 * warps0);
+    check(rc == KA_OK && !strcmp(p->launches[0].kernel, u[0].name) &&
+              !strcmp(p->launches[0].block[0], blk) && p->launches[0].nargs == nargs0 + 2 &&
+              p->nkernels == nu && p->nscratch >= 1,
+          "plan rewritten", "%s: kernel %s block %s args %d shared %s", rc ? err : "ok",
+          p->launches[0].kernel, p->launches[0].block[0], p->launches[0].nargs,
+          p->launches[0].shared_bytes);
+    /* what the runner evaluates per case: grid, block, shared memory, the scratch size */
+    ka_vars v = {0};
+    ka_task_case_vars(t, &t->cases[0], &v);
+    static const char *const facts[] = {"sm_count", "warp_size", "max_threads", "l2_bytes",
+                                        "shared_per_block"};
+    static const int64_t fact_v[] = {132, 32, 1024, 60 << 20, 48 << 10};
+    for (int f = 0; f < 5; f++) ka_vars_set(&v, facts[f], fact_v[f]);
+    int bad = 0;
+    char eerr[256] = "";
+    for (int i = 0; i < p->nlaunches && !bad; i++) {
+      const ka_plan_launch *l = &p->launches[i];
+      const char *ex[] = {l->grid[0],  l->grid[1],  l->grid[2],     l->block[0],
+                          l->block[1], l->block[2], l->shared_bytes};
+      for (int j = 0; j < 7 && !bad; j++) {
+        int64_t val;
+        bad = ka_expr_eval(ex[j], &v, &val, eerr, sizeof eerr) != KA_OK;
+      }
+    }
+    for (int i = 0; i < p->nscratch && !bad; i++) {
+      int64_t val;
+      bad = ka_expr_eval(p->scratch[i].count, &v, &val, eerr, sizeof eerr) != KA_OK || val < 1;
+    }
+    check(!bad, "rewritten plan evaluates", "case %s: %s", t->cases[0].name, bad ? eerr : "ok");
+    if (cuda) {
+      ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
+      ka_compile_req req = {.language = "triton",
+                            .sources = &s0,
+                            .nsources = 1,
+                            .kernels = (const char *const *)p->kernels,
+                            .nkernels = p->nkernels,
+                            .arch = "sm_90",
+                            .image = b,
+                            .image_len = n};
+      char *blog = NULL;
+      rc = cuda->compile(NULL, &req, NULL, &blog, err, sizeof err);
+      check(rc == KA_OK, "cuda backend accepts the bundle", "%s %s", rc ? err : "ok",
+            blog ? blog : "");
+      free(blog);
+    }
+  }
+  free(b);
+  free(log);
+  ka_plan_free(p);
+  free(text);
+  free(yaml);
+}
+
+static const char *tc_gelu_plan =
+    "kernels: [gelu_kernel]\n"
+    "launches:\n"
+    "  - kernel: gelu_kernel\n"
+    "    grid: [\"ceil_div(n, 1024)\"]\n"
+    "    args: [x, y, n]\n"
+    "    constexprs: {BLOCK: 1024}\n";
+
+static void tc_faults(const ka_task *gelu) {
+  char err[1024];
+  void *b = NULL;
+  size_t n = 0;
+  int cached = 0;
+  char *log = NULL;
+  /* an error inside the kernel: Triton's CompilationError, the traceback's last lines */
+  const char *bad =
+      "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+      "def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+      "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+      "    tl.store(y_ptr + offs, undefined_name * 2, mask=offs < n)\n";
+  int rc = tc_build(gelu, tc_gelu_plan, bad, "bad", 60, &b, &n, &cached, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && !b && log && strstr(log, "undefined_name") &&
+            strstr(log, "triton compile of kernels.py failed") && err[0],
+        "compile error", "rc=%s err='%s'\n%s", ka_strerror(rc), err, log ? log : "");
+  free(log), log = NULL;
+  /* host code at the top level is refused before anything runs */
+  const char *host = "import os\nos.system('touch /tmp/ka_triton_pwned')\n";
+  rc = tc_build(gelu, tc_gelu_plan, host, "host", 60, &b, &n, &cached, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "import of 'os'") &&
+            access("/tmp/ka_triton_pwned", F_OK) != 0,
+        "host code refused", "rc=%s log=%s", ka_strerror(rc), log ? log : "");
+  free(log), log = NULL;
+  const char *top = "import triton\nprint('hello from the submission')\n";
+  rc = tc_build(gelu, tc_gelu_plan, top, "top", 60, &b, &n, &cached, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "Expr at the top level") &&
+            !strstr(log, "hello from the submission\n"),
+        "top-level statement refused", "rc=%s log=%s", ka_strerror(rc), log ? log : "");
+  free(log), log = NULL;
+  /* the plan names a kernel the source does not define */
+  const char *other =
+      "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+      "def other(x_ptr):\n    pass\n";
+  rc = tc_build(gelu, tc_gelu_plan, other, "missing", 60, &b, &n, &cached, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && log && strstr(log, "does not define as @triton.jit"), "missing kernel",
+        "rc=%s log=%s", ka_strerror(rc), log ? log : "");
+  free(log), log = NULL;
+  /* a compile that does not end: a static_range unrolled a billion times */
+  const char *hang =
+      "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+      "def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+      "    acc = tl.zeros([BLOCK], tl.float32)\n"
+      "    for i in tl.static_range(1000000000):\n"
+      "        acc += 1.0\n"
+      "    offs = tl.arange(0, BLOCK)\n"
+      "    tl.store(y_ptr + offs, acc, mask=offs < n)\n";
+  double t0 = ka_now_s();
+  rc = tc_build(gelu, tc_gelu_plan, hang, "hang", 4, &b, &n, &cached, &log, err, sizeof err);
+  double took = ka_now_s() - t0;
+  check(rc == KA_ECOMPILE && strstr(err, "deadline") && took < 8, "hanging compile",
+        "rc=%s after %.1f s: %s", ka_strerror(rc), took, err);
+  free(log), log = NULL;
+
+  /* the cache: a miss, then a hit with the same bytes; another constexpr misses */
+  char cache[PATH_MAX];
+  snprintf(cache, sizeof cache, "%s/cache", tc_tmp);
+  setenv("KA_TRITON_CACHE", cache, 1);
+  setenv("KA_TRITON_VERSION", "3.6.0", 1);
+  char *text = tc_read(gelu->dir, gelu->source);
+  void *b1 = NULL, *b2 = NULL, *b3 = NULL;
+  size_t n1 = 0, n2 = 0, n3 = 0;
+  int c1 = -1, c2 = -1, c3 = -1;
+  rc = tc_build(gelu, tc_gelu_plan, text, "c1", 60, &b1, &n1, &c1, &log, err, sizeof err);
+  check(rc == KA_OK && c1 == 0, "cache: first compile", "%s cached %d", rc ? err : "ok", c1);
+  free(log), log = NULL;
+  t0 = ka_now_s();
+  rc = tc_build(gelu, tc_gelu_plan, text, "c2", 60, &b2, &n2, &c2, &log, err, sizeof err);
+  took = ka_now_s() - t0;
+  check(rc == KA_OK && c2 == 1 && n1 == n2 && b1 && b2 && !memcmp(b1, b2, n1) && took < 0.5 &&
+            log && strstr(log, "triton compile cache"),
+        "cache: hit", "%s cached %d in %.3f s, %zu vs %zu bytes", rc ? err : "ok", c2, took, n1,
+        n2);
+  free(log), log = NULL;
+  char plan2[512];
+  snprintf(plan2, sizeof plan2, "%s", tc_gelu_plan);
+  char *blk = strstr(plan2, "1024}");
+  if (blk) memcpy(blk, "2048}", 5);
+  rc = tc_build(gelu, plan2, text, "c3", 60, &b3, &n3, &c3, &log, err, sizeof err);
+  check(rc == KA_OK && c3 == 0, "cache: another constexpr misses", "%s cached %d", rc ? err : "ok",
+        c3);
+  free(log), log = NULL;
+  /* a bundle that does not parse (truncated) is refused by the plan rewrite */
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  rc = p && b1 ? ka_triton_plan_apply(gelu, p, b1, n1 - 1, err, sizeof err) : KA_EINVAL;
+  check(rc == KA_EINVAL, "truncated bundle refused", "rc=%s %s", ka_strerror(rc), err);
+  ka_plan_free(p);
+  free(b1), free(b2), free(b3), free(text);
+  unsetenv("KA_TRITON_CACHE");
+}
+
+/* The compile process's sandbox, seen from inside: a stand-in driver (KA_TRITON_DRIVER)
+ * that reports which descriptors it inherited (a descriptor of ours is open here, not
+ * close-on-exec), whether it can open a TCP socket, read the task folder, or write
+ * outside its folder, and exits 1 so that its words come back as the log. */
+static void tc_sandbox(const ka_task *gelu) {
+  char drv[PATH_MAX], probe_file[PATH_MAX], err[1024];
+  char wd[PATH_MAX];
+  tc_workdir("spy", wd, sizeof wd); /* the driver must be in the sandbox's reach: its folder */
+  snprintf(drv, sizeof drv, "%s/spy_driver.py", wd);
+  snprintf(probe_file, sizeof probe_file, "%s/outside.txt", tc_tmp);
+  char text[2048];
+  snprintf(
+      text, sizeof text,
+      "import os, socket, sys\n"
+      "def ok(fd):\n"
+      "    try:\n        os.fstat(fd)\n        return True\n"
+      "    except OSError:\n        return False\n"
+      "print('inherited', [fd for fd in range(3, 256) if ok(fd)])\n"
+      "try:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n    print('socket: opened')\n"
+      "except OSError as e:\n    print('socket: refused')\n"
+      "try:\n    open('%s/task.yaml').read()\n    print('task folder: read')\n"
+      "except OSError:\n    print('task folder: refused')\n"
+      "try:\n    open('%s', 'w').write('x')\n    print('outside: written')\n"
+      "except OSError:\n    print('outside: refused')\n"
+      "sys.exit(1)\n",
+      gelu->dir, probe_file);
+  ka_write_file(drv, text, strlen(text));
+  int keep = dup(1); /* not close-on-exec */
+  setenv("KA_TRITON_DRIVER", drv, 1);
+  void *b = NULL;
+  size_t n = 0;
+  int cached = 0;
+  char *log = NULL;
+  char *src = tc_read(gelu->dir, gelu->source);
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
+  int rc =
+      p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, &log, err, sizeof err)
+        : KA_EPARSE;
+  ka_plan_free(p);
+  unsetenv("KA_TRITON_DRIVER");
+  close(keep);
+  const char *l = log ? log : "";
+  check(rc == KA_ECOMPILE && strstr(l, "inherited []"), "compile process inherits no descriptor",
+        "%s", l);
+  check(strstr(l, "socket: refused") != NULL, "compile process: no network", "%s", l);
+  check(strstr(l, "task folder: refused") && strstr(l, "outside: refused") &&
+            access(probe_file, F_OK) != 0,
+        "compile process: its folder only", "%s", l);
+  free(log);
+  free(src);
+}
+
+/* A bundle of one unit made by hand (triton_bundle.h's layout). */
+static size_t tc_make_bundle(unsigned char *b, const char *name, const char *sym, uint32_t warps,
+                             uint64_t scratch) {
+  size_t off = 0;
+  uint32_t ver = 1, cnt = 1, shared = 0, align = 8, nl = (uint32_t)strlen(name),
+           sl = (uint32_t)strlen(sym);
+  uint64_t clen = 4;
+#define TC_PUT(p, n) (memcpy(b + off, (p), (n)), off += (n))
+  TC_PUT(KA_TRITON_MAGIC, 8);
+  TC_PUT(&ver, 4);
+  TC_PUT(&cnt, 4);
+  TC_PUT(&nl, 4);
+  TC_PUT(name, nl);
+  TC_PUT(&sl, 4);
+  TC_PUT(sym, sl);
+  TC_PUT(&shared, 4);
+  TC_PUT(&warps, 4);
+  TC_PUT(&scratch, 8);
+  TC_PUT(&align, 4);
+  TC_PUT(&clen, 8);
+  TC_PUT("\177ELF", 4);
+#undef TC_PUT
+  return off;
+}
+
+/* Triton's global scratch: a unit that needs it sizes the plan's scratch buffer as
+ * bytes per program x programs, for every case (no Python needed). */
+static void tc_scratch(const ka_task *gelu) {
+  unsigned char b[512];
+  size_t n = tc_make_bundle(b, "gelu_kernel__ka0", "gelu_kernel", 8, 64);
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  char err[512] = "";
+  int rc = p ? ka_triton_plan_apply(gelu, p, b, n, err, sizeof err) : KA_EPARSE;
+  int64_t got = -1, want = -1;
+  if (rc == KA_OK) {
+    ka_vars v = {0};
+    ka_task_case_vars(gelu, &gelu->cases[0], &v);
+    ka_expr_eval(p->scratch[p->nscratch - 1].count, &v, &got, err, sizeof err);
+    want = (gelu->cases[0].values[0] + 1023) / 1024 * 64;
+  }
+  check(rc == KA_OK && got == want && !strcmp(p->launches[0].block[0], "256"),
+        "global scratch sized per program", "rc=%s count '%s' = %lld (want %lld), block %s %s",
+        ka_strerror(rc), rc == KA_OK ? p->scratch[p->nscratch - 1].count : "", (long long)got,
+        (long long)want, rc == KA_OK ? p->launches[0].block[0] : "", err);
+  ka_plan_free(p);
+  /* a unit name that does not match the plan's launch is refused */
+  n = tc_make_bundle(b, "other__ka0", "other", 4, 0);
+  p = tc_plan(gelu, tc_gelu_plan);
+  rc = p ? ka_triton_plan_apply(gelu, p, b, n, err, sizeof err) : KA_EPARSE;
+  check(rc == KA_EINVAL, "bundle of another plan refused", "rc=%s %s", ka_strerror(rc), err);
+  ka_plan_free(p);
+}
+
+/* The plan parser's triton fields (no Python needed). */
+static void tc_plan_fields(const ka_task *gelu) {
+  static const struct {
+    const char *yaml, *want;
+  } bad[] = {
+      {"kernels: [gelu_kernel]\nlaunches:\n  - {kernel: gelu_kernel, grid: [1], block: [256], "
+       "args: [x, y, n]}\n",
+       "no block"},
+      {"kernels: [gelu_kernel]\nlaunches:\n  - {kernel: gelu_kernel, grid: [1], num_warps: 3, "
+       "args: [x, y, n]}\n",
+       "power of 2"},
+      {"kernels: [gelu_kernel]\nlaunches:\n  - {kernel: gelu_kernel, grid: [1], constexprs: "
+       "{BLOCK: 1.5}, args: [x, y, n]}\n",
+       "integer or true/false"},
+      {"kernels: [gelu_kernel]\nlaunches:\n  - {kernel: gelu_kernel, grid: [1], constexprs: "
+       "{\"a b\": 1}, args: [x, y, n]}\n",
+       "not an identifier"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ka_plan *p = NULL;
+    char err[512] = "";
+    int rc = ka_plan_parse(gelu, bad[i].yaml, strlen(bad[i].yaml), &p, err, sizeof err);
+    check(rc == KA_EPARSE && !p && strstr(err, bad[i].want), "plan refused", "want '%s': %s",
+          bad[i].want, err);
+    ka_plan_free(p);
+  }
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3 || (strcmp(argv[1], "baselines") && strcmp(argv[1], "faults"))) {
+    fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n");
+    return 2;
+  }
+  const char *py = getenv("KA_TRITON_PYTHON");
+  char ver[64], prefix[2 * PATH_MAX], exe[PATH_MAX], perr[512] = "";
+  int prc = py ? ka_triton_probe(py, ver, sizeof ver, prefix, sizeof prefix, exe, sizeof exe, perr,
+                                 sizeof perr)
+               : KA_EUNAVAIL;
+  check(prc == KA_OK, "triton present", "%s%s", prc ? perr : ver,
+        prc ? ": run scripts/install-python-deps.sh" : "");
+  if (prc) return 1;
+  setenv("KA_TRITON_PREFIX", prefix, 1); /* as gpuexec sets them for its runners */
+  setenv("KA_TRITON_PYTHON", exe, 1);
+  snprintf(tc_tmp, sizeof tc_tmp, "%s/ka-triton-test-XXXXXX",
+           getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  if (!mkdtemp(tc_tmp)) return 2;
+  ka_registry *reg = NULL;
+  char err[1024];
+  int rc = ka_registry_load(argv[2], 0, &reg, err, sizeof err);
+  check(rc == KA_OK, "tasks load", "%s", rc ? err : "ok");
+  if (rc) return 1;
+  if (!strcmp(argv[1], "baselines")) {
+    const ka_backend_ops *cuda = ka_backend_load("cuda", err, sizeof err);
+    check(cuda != NULL, "cuda backend module loads", "%s", cuda ? "ok" : err);
+    int seen = 0;
+    for (int i = 0; i < reg->ntasks; i++)
+      if (!strcmp(reg->tasks[i]->language, "triton")) {
+        tc_baseline(reg->tasks[i], cuda);
+        seen++;
+      }
+    check(seen >= 4, "triton tasks", "%d", seen);
+  } else {
+    const ka_task *gelu = ka_registry_find(reg, "triton2triton/gelu");
+    check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");
+    if (gelu) {
+      tc_plan_fields(gelu);
+      tc_scratch(gelu);
+      tc_sandbox(gelu);
+      tc_faults(gelu);
+    }
+  }
+  ka_registry_free(reg);
+  ka_rmtree(tc_tmp);
+  printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
+  return ka_check_fail ? 1 : 0;
+}
