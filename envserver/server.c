@@ -90,7 +90,7 @@ static void srv_describe(es_server *s, es_arena *a, es_pb_response *resp) {
 /* 1 if a live executor can run task t now (mtx held). */
 static int srv_task_runnable(es_server *s, const ka_task *t, double now) {
   for (const es_worker *w = s->jobs.workers; w; w = w->next)
-    if (w->device && es_worker_live(w, now) && es_task_has_backend(t, w->device->backend)) return 1;
+    if (w->device && es_worker_live(w, now) && es_device_runs(t, w->device)) return 1;
   return 0;
 }
 
