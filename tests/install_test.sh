@@ -17,6 +17,7 @@ check "cmake --install into a fresh prefix" test $? -eq 0
 mv "$WORK/first" "$WORK/moved"
 P=$WORK/moved
 for f in bin/envserver bin/envctl bin/gpuexec bin/ka-validate libexec/kernelarena/ka-runner \
+         libexec/kernelarena/ka_triton_compile.py \
          share/kernelarena/tasks/host/gelu/task.yaml lib/libkaclient.a lib/libka_proto.a \
          include/kernelarena/kaclient.h lib/pkgconfig/kaclient.pc \
          lib/cmake/kernelarena/kernelarenaConfig.cmake; do
