@@ -10,7 +10,8 @@
 #   5. (PARTS=... anchors) bench/anchors_gelu.py: pygpubench and a load_inline script
 #      (carry .whl with the pygpubench wheel);
 #   6. (PARTS=... refsplit) bench/reference_split.c: the correctness reference whole
-#      against in slices on the host's cores (reference.split).
+#      against in slices on the host's cores (reference.split);
+#   7. (PARTS=... triton) tests/device/triton_h200.sh: the triton2triton tasks on the GPU.
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -45,6 +46,10 @@ for p in $PARTS; do
       PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 400 python3 bench/anchors_gelu.py \
         >>"$OUT/anchors.txt" 2>&1
       echo "rc $?"; grep "^anchor" "$OUT/anchors.txt"; tail -3 "$OUT/anchors.txt" ;;
+    triton)
+      echo "== triton_h200"
+      OUT=$W/$p sh tests/device/triton_h200.sh >"$OUT/triton.txt" 2>&1
+      echo "rc $?"; tail -14 "$OUT/triton.txt" ;;
     refsplit)
       echo "== reference_split_bench (the host's cores: whole against in slices)"
       build/bin/reference_split_bench tasks >"$OUT/refsplit.txt" 2>&1
