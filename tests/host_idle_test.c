@@ -1,4 +1,5 @@
-/* The host backend's account of a module process's CPU time outside its calls
+/* The host backend alone: its cache facts and its account of a module process's CPU time
+ * outside its calls
  * (gpuexec/backends/backend_host.c, untimed_work; the runner FLAGGEDs more than 2% of
  * the timed time + 5 ms of it, docs/integrity.md property 4), on the backend alone:
  *   honest_views_not_charged  an honest kernel that reads and writes every page of its
@@ -10,6 +11,10 @@
  *                             (a race): this check then failed with 4-21 ms on the 2-core
  *                             CI machine (an honest step of agents_timeout was FLAGGED
  *                             there with 6.3 ms)
+ *   cache_size_from_sysfs     the last-level cache is sysfs's (32 MiB here) and the flush
+ *                             twice that: sysfs was never read (a 64-byte limit on files
+ *                             that stat as 4096 bytes) and sysconf said 320 MiB, so each
+ *                             timed call flushed 640 MiB (70 ms instead of 7)
  *   spinning_thread_charged   a module whose thread spins between calls
  *                             (tests/adversarial/host/bg_spin.c) is still charged nearly
  *                             all of the time between its calls
@@ -114,6 +119,28 @@ int main(int argc, char **argv) {
     return 1;
   }
   double mark = 0;
+
+  /* the last-level cache is sysfs's largest of cpu0, and the flush twice that */
+  long long llc = 0;
+  for (int i = 0; i < 8; i++) {
+    char p[128], txt[64] = "";
+    snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    FILE *f = fopen(p, "r");
+    if (!f) continue;
+    if (!fgets(txt, sizeof txt, f)) txt[0] = 0;
+    fclose(f);
+    char *end;
+    long long v = strtoll(txt, &end, 10);
+    v *= *end == 'K' ? 1024 : *end == 'M' ? 1 << 20 : 1;
+    if (v > llc) llc = v;
+  }
+  ka_device_info dev;
+  size_t fb = 0;
+  be->device_info(ctx, &dev);
+  be->flush_bytes(ctx, &fb);
+  check(llc > 0 && dev.l2_bytes == llc && fb == 2 * (size_t)llc, "cache_size_from_sysfs",
+        "sysfs %lld bytes, device l2_bytes %lld, flush %zu bytes", llc, (long long)dev.l2_bytes,
+        fb);
 
   ka_module *honest = build(be, ctx, touch_src, w1, sizeof w1);
   int ok = honest != NULL;
