@@ -50,7 +50,8 @@
 #define HOST_MAX_ARGS 32
 #define HOST_MAX_KERNELS 16
 
-enum { HOST_OP_MAP = 1, HOST_OP_UNMAP = 2, HOST_OP_CALL = 3 };
+/* SYNC: answered (its nonce echoed) once every earlier command is carried out */
+enum { HOST_OP_MAP = 1, HOST_OP_UNMAP = 2, HOST_OP_CALL = 3, HOST_OP_SYNC = 4 };
 enum { HOST_ARG_NULL = 0, HOST_ARG_PTR = 1, HOST_ARG_I32 = 2, HOST_ARG_I64 = 3 };
 
 /* One command to a module process (one SOCK_SEQPACKET message). */
@@ -374,6 +375,52 @@ static void host_why_dead(ka_module *m, char *out, size_t outlen) {
   m->pid = -1;
 }
 
+/* Waits until module m has carried out every command sent before: a SYNC, whose reply
+ * echoes a per-command nonce (as a call's does). KA_OK; a module that answers anything
+ * else, or nothing, is killed (KA_EDEVICE): its next launch finds it gone, the
+ * submission's verdict. */
+static int host_sync(ka_backend_ctx *c, ka_module *m) {
+  host_cmd cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.op = HOST_OP_SYNC;
+  cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
+  host_reply r;
+  if (host_send(m, &cmd, -1) == KA_OK && host_recv(m, &r) == KA_OK && r.nonce == cmd.nonce)
+    return KA_OK;
+  kill(m->pid, SIGKILL);
+  return KA_EDEVICE;
+}
+
+/* Work the runner asks of module m (mapping or unmapping views) between calls: begin
+ * charges what m used since its last reading (as a launch does) and notes the clocks;
+ * end, after a host_sync, does not charge the module's CPU time since then up to the
+ * wall time that passed (one thread: the loop carrying out the commands), so that an
+ * honest module is not charged for the runner's work (unmapping a case's views took
+ * 0.4-2 ms per 8 MiB on the 2-core CI machine, and an honest step was FLAGGED), while
+ * any more (another thread working meanwhile) still is. */
+typedef struct host_work {
+  double cpu, wall;
+  int on;
+} host_work;
+
+static void host_work_begin(ka_backend_ctx *c, ka_module *m, host_work *w) {
+  w->on = m->have_mark && m->pid > 0;
+  if (!w->on) return;
+  w->cpu = host_cpu_ms(m), w->wall = ka_now_s();
+  c->busy_ms += w->cpu - m->cpu_after_ms;
+  c->idle_ms += (w->wall - m->wall_after_s) * 1e3;
+}
+
+static void host_work_end(ka_backend_ctx *c, ka_module *m, const host_work *w) {
+  if (!w->on || !m->have_mark) return;
+  double cpu = host_cpu_ms(m), now = ka_now_s();
+  double used = cpu - w->cpu, wall = (now - w->wall) * 1e3;
+  c->busy_ms += used > wall ? used - wall : 0;
+  c->idle_ms += wall;
+  m->cpu_after_ms = cpu;
+  m->wall_after_s = now;
+}
+
 static host_view *host_view_of(ka_module *m, uint32_t id) {
   for (int i = 0; i < m->nviews; i++)
     if (m->views[i].id == id) return &m->views[i];
@@ -394,9 +441,11 @@ static void host_pull(ka_backend_ctx *c, host_alloc *a) {
   a->owner = NULL;
 }
 
-/* Forgets module m's view of allocation a: unmaps it here and tells m to (best effort:
- * m may be gone). Base is made current first when m owned it. */
-static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
+/* Forgets module m's view of allocation a: tells m to unmap it (best effort: m may be
+ * gone) and, with sync (not when m is about to be killed), waits until it has, as the
+ * runner's work (host_work_end); then unmaps it here. Base is made current first when m
+ * owned it. Unmapped here last, the memfd's pages are freed by this process. */
+static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a, int sync) {
   host_view *v = host_view_of(m, a->id);
   if (!v) return;
   if (a->owner == m) host_pull(c, a);
@@ -405,7 +454,10 @@ static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
     memset(&cmd, 0, sizeof cmd);
     cmd.op = HOST_OP_UNMAP;
     cmd.id = a->id;
-    host_send(m, &cmd, -1);
+    host_work w;
+    host_work_begin(c, m, &w);
+    if (host_send(m, &cmd, -1) == KA_OK && sync) host_sync(c, m);
+    if (sync) host_work_end(c, m, &w);
   }
   munmap(v->map, v->bytes);
   *v = m->views[--m->nviews];
@@ -456,7 +508,8 @@ static int host_view_ensure(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
 static void host_module_free(ka_backend_ctx *c, ka_module *m) {
   if (!m) return;
   /* what it owned comes back to base first; its memfds go with its mappings */
-  for (int i = 0; m->ctx && i < m->ctx->nallocs; i++) host_view_drop(m->ctx, m, &m->ctx->allocs[i]);
+  for (int i = 0; m->ctx && i < m->ctx->nallocs; i++)
+    host_view_drop(m->ctx, m, &m->ctx->allocs[i], 0);
   for (int i = 0; i < m->nviews; i++) munmap(m->views[i].map, m->views[i].bytes);
   m->nviews = 0;
   if (m->sock >= 0) close(m->sock);
@@ -743,7 +796,7 @@ static void host_mem_free(ka_backend_ctx *c, ka_devptr p) {
     host_alloc *a = &c->allocs[i];
     if ((uintptr_t)a->base != (uintptr_t)p) continue;
     a->owner = NULL;
-    for (int k = 0; k < c->nmods; k++) host_view_drop(c, c->mods[k], a);
+    for (int k = 0; k < c->nmods; k++) host_view_drop(c, c->mods[k], a, 1);
     munmap(a->base, a->bytes);
     c->allocs[i] = c->allocs[--c->nallocs];
     return;
@@ -801,7 +854,9 @@ static int host_memset8(ka_backend_ctx *c, ka_devptr dst, uint8_t v, size_t n) {
  * the timed interval (excluded_s). Marks in *used which allocations the call gets. */
 static int host_views_for(ka_backend_ctx *c, ka_module *m, const ka_launch *l, int *used) {
   double t0 = ka_now_s();
-  int rc = KA_OK;
+  int rc = KA_OK, nviews = m->nviews;
+  host_work w;
+  host_work_begin(c, m, &w);
   for (int i = 0; i < l->nargs && rc == KA_OK; i++) {
     const ka_arg *g = &l->args[i];
     if (g->kind != KA_ARG_PTR || !g->v.ptr) continue;
@@ -811,6 +866,9 @@ static int host_views_for(ka_backend_ctx *c, ka_module *m, const ka_launch *l, i
     used[a - c->allocs] = 1;
     rc = host_view_ensure(c, m, a);
   }
+  /* new views mapped there before the call (not during it), as the runner's work */
+  if (rc == KA_OK && m->nviews != nviews && host_sync(c, m) != KA_OK) rc = KA_EIO;
+  host_work_end(c, m, &w);
   c->excluded_s += ka_now_s() - t0;
   if (rc == KA_EOOM)
     snprintf(c->err, sizeof c->err, "cannot map an allocation into a module process: %s",
@@ -996,23 +1054,18 @@ const ka_backend_ops *ka_backend_host(void) {
 
 /* ---- the module process (ka-runner --host-module SO KERNEL...)
  *
- * Its CPU time outside calls is judged as the submission's work (host_untimed_work), so
- * the trusted loop here does as little as it can between calls: a MAP or UNMAP command
- * is only noted when it arrives, and carried out when the next CALL comes, inside that
- * call's accounting (the first call of a case, its untimed trial, after the previous
- * case's views were dropped). Unmapping a case's views took 0.4-2 ms per 8 MiB on the
- * 2-core CI machine, charged before as work outside the calls (an honest step was
- * FLAGGED). And before it replies, the loop reads its own CPU clock: the kernel brings
- * a running thread's accounted time up to date only on a tick, a switch or such a read,
- * so the runner, reading the clock right after the reply while this thread still runs,
- * saw up to a tick of the call's work too little, and counted it at the next reading,
- * as work outside the calls. */
+ * Its CPU time outside calls is judged as the submission's work (host_untimed_work).
+ * MAP and UNMAP are carried out when they come; the runner follows them with a SYNC and
+ * does not count the time up to its answer (host_work_end). Before it replies to a
+ * call, the loop reads its own CPU clock: the kernel brings a running thread's
+ * accounted time up to date only on a tick, a switch or such a read, so the runner,
+ * reading the clock right after the reply while this thread still ran, saw up to a tick
+ * of the call's work too little and counted it at the next reading, as work outside the
+ * calls. */
 
-/* One allocation as the module process holds it: a view mapped at base, or (fd >= 0)
- * one to map at the next call; gone: to unmap at the next call. */
+/* One allocation as the module process holds it: a view of the runner's memfd. */
 typedef struct host_mp_view {
   uint32_t id;
-  int fd, gone;
   unsigned char *base;
   size_t bytes;
 } host_mp_view;
@@ -1045,44 +1098,25 @@ static int host_mp_recv(int sock, host_cmd *cmd, int *fd) {
   }
 }
 
-/* Notes a MAP (fd: the allocation's memfd, kept until the next call) or an UNMAP. 0, or
- * -1 on a MAP without a descriptor or beyond HOST_MAX_ALLOCS. */
-static int host_mp_note(host_mp *mp, const host_cmd *cmd, int fd) {
+/* Carries out a MAP (fd: the allocation's memfd, closed here) or an UNMAP. 0, or -1 on a
+ * MAP without a descriptor, beyond HOST_MAX_ALLOCS or that cannot be mapped. */
+static int host_mp_view_cmd(host_mp *mp, const host_cmd *cmd, int fd) {
   if (cmd->op == HOST_OP_MAP) {
     if (fd < 0 || mp->n >= HOST_MAX_ALLOCS) return -1;
-    mp->v[mp->n++] = (host_mp_view){.id = cmd->id, .fd = fd, .bytes = cmd->size};
+    void *p = mmap(NULL, cmd->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return -1;
+    mp->v[mp->n++] = (host_mp_view){.id = cmd->id, .base = p, .bytes = cmd->size};
     return 0;
   }
   if (fd >= 0) close(fd);
   for (int i = 0; i < mp->n; i++)
-    if (mp->v[i].id == cmd->id && !mp->v[i].gone) {
-      mp->v[i].gone = 1;
+    if (mp->v[i].id == cmd->id) {
+      munmap(mp->v[i].base, mp->v[i].bytes);
+      mp->v[i] = mp->v[--mp->n];
       break;
     }
   return 0;
-}
-
-/* Carries out the noted commands: views dropped, then new ones mapped. 0, or -1 when a
- * view cannot be mapped. */
-static int host_mp_apply(host_mp *mp) {
-  for (int i = 0; i < mp->n; i++) {
-    host_mp_view *w = &mp->v[i];
-    if (!w->gone) continue;
-    if (w->base) munmap(w->base, w->bytes);
-    if (w->fd >= 0) close(w->fd);
-    mp->v[i--] = mp->v[--mp->n];
-  }
-  int rc = 0;
-  for (int i = 0; i < mp->n; i++) {
-    host_mp_view *w = &mp->v[i];
-    if (w->fd < 0) continue;
-    void *p = mmap(NULL, w->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, w->fd, 0);
-    close(w->fd);
-    w->fd = -1;
-    if (p == MAP_FAILED) rc = -1;
-    w->base = p == MAP_FAILED ? NULL : p;
-  }
-  return rc;
 }
 
 /* Runs one CALL: its arguments resolved against the views, the entry point called
@@ -1166,13 +1200,15 @@ int ka_host_module_main(int argc, char **argv) {
     int got = host_mp_recv(sock, &cmd, &fd);
     if (got) _exit(got > 0 ? 0 : 1);
     if (cmd.op == HOST_OP_MAP || cmd.op == HOST_OP_UNMAP) {
-      if (host_mp_note(&mp, &cmd, fd)) _exit(1);
+      if (host_mp_view_cmd(&mp, &cmd, fd)) _exit(1);
       continue;
     }
     if (fd >= 0) close(fd);
-    if (cmd.op != HOST_OP_CALL || cmd.kernel >= nk || cmd.nargs > HOST_MAX_ARGS) _exit(1);
-    if (host_mp_apply(&mp)) _exit(1);
-    host_mp_call(&mp, &cmd, syms[cmd.kernel], argv[3 + cmd.kernel], &rep);
+    memset(&rep, 0, sizeof rep);
+    if (cmd.op == HOST_OP_CALL && cmd.kernel < nk && cmd.nargs <= HOST_MAX_ARGS)
+      host_mp_call(&mp, &cmd, syms[cmd.kernel], argv[3 + cmd.kernel], &rep);
+    else if (cmd.op != HOST_OP_SYNC) /* SYNC: every earlier command is done */
+      _exit(1);
     rep.nonce = cmd.nonce;
     struct timespec cpu; /* the kernel's account of this thread brought up to date */
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
