@@ -167,7 +167,9 @@ int main(int argc, char **argv) {
   /* its thread starts at the first call and spins through three 100 ms pauses and the
    * 200 ms before the reading: 500 ms of wall time, on one of the two cores or more */
   check(ok && s > 25, "spinning_thread_charged",
-        "%.1f ms of module CPU outside the calls (expected most of 500 ms, over 25 under any load: the runner flags 5 ms)", s);
+        "%.1f ms of module CPU outside the calls (expected most of 500 ms, over 25 under any load: "
+        "the runner flags 5 ms)",
+        s);
   be->module_free(ctx, spin);
   be->close(ctx);
   char cmd[256];
