@@ -243,7 +243,8 @@ PY
 timeout)
   OUT=$WORK/hang
   export FAKE_AGENT_PLAN=fast,spawn,step,sleep FAKE_IGNORE_TERM=1 FAKE_PIDFILE="$WORK/pids"
-  AGENT --adapter claude_code --set timeout_s=15 --out "$OUT" >"$WORK/h.out" 2>&1
+  # 10 s: the fake CLI makes its step within about a second (3 s under load)
+  AGENT --adapter claude_code --set timeout_s=10 --out "$OUT" >"$WORK/h.out" 2>&1
   rc=$?
   cat "$WORK/h.out"
   check "timeout: exits 0 (a timed-out agent is a result, not an error)" [ "$rc" -eq 0 ]

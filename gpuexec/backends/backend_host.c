@@ -50,7 +50,8 @@
 #define HOST_MAX_ARGS 32
 #define HOST_MAX_KERNELS 16
 
-enum { HOST_OP_MAP = 1, HOST_OP_UNMAP = 2, HOST_OP_CALL = 3 };
+/* SYNC: answered (its nonce echoed) once every earlier command is carried out */
+enum { HOST_OP_MAP = 1, HOST_OP_UNMAP = 2, HOST_OP_CALL = 3, HOST_OP_SYNC = 4 };
 enum { HOST_ARG_NULL = 0, HOST_ARG_PTR = 1, HOST_ARG_I32 = 2, HOST_ARG_I64 = 3 };
 
 /* One command to a module process (one SOCK_SEQPACKET message). */
@@ -121,20 +122,28 @@ struct ka_module {
   int nviews;
 };
 
+/* The largest cache of cpu0 as sysfs reports it, in bytes (index3 is L3 on x86); else
+ * sysconf's, else 32 MiB. (sysfs files stat as 4096 bytes whatever they hold, so
+ * ka_read_file, which wants the whole stat size, read none of them, and glibc's sysconf,
+ * from CPUID, said 320 MiB for the 2-core CI machine's 32 MiB L3: each flush wrote
+ * 640 MiB, 70 ms instead of 7.) */
 static int64_t host_llc_bytes(void) {
-  /* Largest cache level reported by sysfs (index3 is L3 on x86; fall back to sysconf). */
   int64_t best = 0;
   for (int i = 0; i < 8; i++) {
-    char p[128], *txt;
+    char p[128], txt[64];
     snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    if (ka_read_file(p, 64, &txt, NULL)) continue;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = read(fd, txt, sizeof txt - 1);
+    close(fd);
+    if (n <= 0) continue;
+    txt[n] = 0;
     char *end;
     long long v = strtoll(txt, &end, 10);
     if (*end == 'K')
       v *= 1024;
     else if (*end == 'M')
       v *= 1024 * 1024;
-    free(txt);
     if (v > best) best = v;
   }
   if (!best) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
@@ -366,6 +375,52 @@ static void host_why_dead(ka_module *m, char *out, size_t outlen) {
   m->pid = -1;
 }
 
+/* Waits until module m has carried out every command sent before: a SYNC, whose reply
+ * echoes a per-command nonce (as a call's does). KA_OK; a module that answers anything
+ * else, or nothing, is killed (KA_EDEVICE): its next launch finds it gone, the
+ * submission's verdict. */
+static int host_sync(ka_backend_ctx *c, ka_module *m) {
+  host_cmd cmd;
+  memset(&cmd, 0, sizeof cmd);
+  cmd.op = HOST_OP_SYNC;
+  cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
+  host_reply r;
+  if (host_send(m, &cmd, -1) == KA_OK && host_recv(m, &r) == KA_OK && r.nonce == cmd.nonce)
+    return KA_OK;
+  kill(m->pid, SIGKILL);
+  return KA_EDEVICE;
+}
+
+/* Work the runner asks of module m (mapping or unmapping views) between calls: begin
+ * charges what m used since its last reading (as a launch does) and notes the clocks;
+ * end, after a host_sync, does not charge the module's CPU time since then up to the
+ * wall time that passed (one thread: the loop carrying out the commands), so that an
+ * honest module is not charged for the runner's work (unmapping a case's views took
+ * 0.4-2 ms per 8 MiB on the 2-core CI machine, and an honest step was FLAGGED), while
+ * any more (another thread working meanwhile) still is. */
+typedef struct host_work {
+  double cpu, wall;
+  int on;
+} host_work;
+
+static void host_work_begin(ka_backend_ctx *c, ka_module *m, host_work *w) {
+  w->on = m->have_mark && m->pid > 0;
+  if (!w->on) return;
+  w->cpu = host_cpu_ms(m), w->wall = ka_now_s();
+  c->busy_ms += w->cpu - m->cpu_after_ms;
+  c->idle_ms += (w->wall - m->wall_after_s) * 1e3;
+}
+
+static void host_work_end(ka_backend_ctx *c, ka_module *m, const host_work *w) {
+  if (!w->on || !m->have_mark) return;
+  double cpu = host_cpu_ms(m), now = ka_now_s();
+  double used = cpu - w->cpu, wall = (now - w->wall) * 1e3;
+  c->busy_ms += used > wall ? used - wall : 0;
+  c->idle_ms += wall;
+  m->cpu_after_ms = cpu;
+  m->wall_after_s = now;
+}
+
 static host_view *host_view_of(ka_module *m, uint32_t id) {
   for (int i = 0; i < m->nviews; i++)
     if (m->views[i].id == id) return &m->views[i];
@@ -386,9 +441,11 @@ static void host_pull(ka_backend_ctx *c, host_alloc *a) {
   a->owner = NULL;
 }
 
-/* Forgets module m's view of allocation a: unmaps it here and tells m to (best effort:
- * m may be gone). Base is made current first when m owned it. */
-static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
+/* Forgets module m's view of allocation a: tells m to unmap it (best effort: m may be
+ * gone) and, with sync (not when m is about to be killed), waits until it has, as the
+ * runner's work (host_work_end); then unmaps it here. Base is made current first when m
+ * owned it. Unmapped here last, the memfd's pages are freed by this process. */
+static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a, int sync) {
   host_view *v = host_view_of(m, a->id);
   if (!v) return;
   if (a->owner == m) host_pull(c, a);
@@ -397,7 +454,10 @@ static void host_view_drop(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
     memset(&cmd, 0, sizeof cmd);
     cmd.op = HOST_OP_UNMAP;
     cmd.id = a->id;
-    host_send(m, &cmd, -1);
+    host_work w;
+    host_work_begin(c, m, &w);
+    if (host_send(m, &cmd, -1) == KA_OK && sync) host_sync(c, m);
+    if (sync) host_work_end(c, m, &w);
   }
   munmap(v->map, v->bytes);
   *v = m->views[--m->nviews];
@@ -448,7 +508,8 @@ static int host_view_ensure(ka_backend_ctx *c, ka_module *m, host_alloc *a) {
 static void host_module_free(ka_backend_ctx *c, ka_module *m) {
   if (!m) return;
   /* what it owned comes back to base first; its memfds go with its mappings */
-  for (int i = 0; m->ctx && i < m->ctx->nallocs; i++) host_view_drop(m->ctx, m, &m->ctx->allocs[i]);
+  for (int i = 0; m->ctx && i < m->ctx->nallocs; i++)
+    host_view_drop(m->ctx, m, &m->ctx->allocs[i], 0);
   for (int i = 0; i < m->nviews; i++) munmap(m->views[i].map, m->views[i].bytes);
   m->nviews = 0;
   if (m->sock >= 0) close(m->sock);
@@ -735,7 +796,7 @@ static void host_mem_free(ka_backend_ctx *c, ka_devptr p) {
     host_alloc *a = &c->allocs[i];
     if ((uintptr_t)a->base != (uintptr_t)p) continue;
     a->owner = NULL;
-    for (int k = 0; k < c->nmods; k++) host_view_drop(c, c->mods[k], a);
+    for (int k = 0; k < c->nmods; k++) host_view_drop(c, c->mods[k], a, 1);
     munmap(a->base, a->bytes);
     c->allocs[i] = c->allocs[--c->nallocs];
     return;
@@ -793,7 +854,9 @@ static int host_memset8(ka_backend_ctx *c, ka_devptr dst, uint8_t v, size_t n) {
  * the timed interval (excluded_s). Marks in *used which allocations the call gets. */
 static int host_views_for(ka_backend_ctx *c, ka_module *m, const ka_launch *l, int *used) {
   double t0 = ka_now_s();
-  int rc = KA_OK;
+  int rc = KA_OK, nviews = m->nviews;
+  host_work w;
+  host_work_begin(c, m, &w);
   for (int i = 0; i < l->nargs && rc == KA_OK; i++) {
     const ka_arg *g = &l->args[i];
     if (g->kind != KA_ARG_PTR || !g->v.ptr) continue;
@@ -803,6 +866,9 @@ static int host_views_for(ka_backend_ctx *c, ka_module *m, const ka_launch *l, i
     used[a - c->allocs] = 1;
     rc = host_view_ensure(c, m, a);
   }
+  /* new views mapped there before the call (not during it), as the runner's work */
+  if (rc == KA_OK && m->nviews != nviews && host_sync(c, m) != KA_OK) rc = KA_EIO;
+  host_work_end(c, m, &w);
   c->excluded_s += ka_now_s() - t0;
   if (rc == KA_EOOM)
     snprintf(c->err, sizeof c->err, "cannot map an allocation into a module process: %s",
@@ -986,38 +1052,34 @@ const ka_backend_ops *ka_backend_host(void) {
   return &host_ops;
 }
 
-/* ---- the module process (ka-runner --host-module SO KERNEL...) */
+/* ---- the module process (ka-runner --host-module SO KERNEL...)
+ *
+ * Its CPU time outside calls is judged as the submission's work (host_untimed_work).
+ * MAP and UNMAP are carried out when they come; the runner follows them with a SYNC and
+ * does not count the time up to its answer (host_work_end). Before it replies to a
+ * call, the loop reads its own CPU clock: the kernel brings a running thread's
+ * accounted time up to date only on a tick, a switch or such a read, so the runner,
+ * reading the clock right after the reply while this thread still ran, saw up to a tick
+ * of the call's work too little and counted it at the next reading, as work outside the
+ * calls. */
 
-int ka_host_module_main(int argc, char **argv) {
-  const int sock = 0;
-  host_reply rep;
-  memset(&rep, 0, sizeof rep);
-  if (argc < 3 || argc - 3 > HOST_MAX_KERNELS) return 2;
-  int nk = argc - 3;
-  void *syms[HOST_MAX_KERNELS];
-  void *dl = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
-  if (!dl) {
-    rep.rc = -1;
-    snprintf(rep.msg, sizeof rep.msg, "loading the compiled module failed: %s", dlerror());
-  }
-  for (int i = 0; dl && i < nk && rep.rc == 0; i++) {
-    syms[i] = dlsym(dl, argv[3 + i]);
-    if (!syms[i]) {
-      rep.rc = -1;
-      snprintf(rep.msg, sizeof rep.msg, "entry point '%s' not found in the compiled module",
-               argv[3 + i]);
-    }
-  }
-  if (send(sock, &rep, sizeof rep, MSG_NOSIGNAL) != (ssize_t)sizeof rep || rep.rc) return 1;
-  struct {
-    uint32_t id;
-    unsigned char *base;
-    size_t bytes;
-  } maps[HOST_MAX_ALLOCS];
-  int nmaps = 0;
+/* One allocation as the module process holds it: a view of the runner's memfd. */
+typedef struct host_mp_view {
+  uint32_t id;
+  unsigned char *base;
+  size_t bytes;
+} host_mp_view;
+
+typedef struct host_mp {
+  host_mp_view v[HOST_MAX_ALLOCS];
+  int n;
+} host_mp;
+
+/* Receives one command; *fd gets a descriptor passed with it (-1 if none). 0; 1 when the
+ * runner closed the socket; -1 when the message is not a command. */
+static int host_mp_recv(int sock, host_cmd *cmd, int *fd) {
   for (;;) {
-    host_cmd cmd;
-    struct iovec iov = {&cmd, sizeof cmd};
+    struct iovec iov = {cmd, sizeof *cmd};
     union {
       char buf[CMSG_SPACE(sizeof(int))];
       struct cmsghdr align;
@@ -1026,75 +1088,130 @@ int ka_host_module_main(int argc, char **argv) {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
     ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
-    if (n != (ssize_t)sizeof cmd) _exit(n == 0 ? 0 : 1);
-    int fd = -1;
+    *fd = -1;
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-      memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    if (cmd.op == HOST_OP_MAP) {
-      if (fd < 0 || nmaps >= HOST_MAX_ALLOCS) _exit(1);
-      void *p = mmap(NULL, cmd.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      close(fd);
-      if (p == MAP_FAILED) _exit(1);
-      maps[nmaps].id = cmd.id;
-      maps[nmaps].base = p;
-      maps[nmaps].bytes = cmd.size;
-      nmaps++;
+    if (n > 0 && cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+      memcpy(fd, CMSG_DATA(cm), sizeof *fd);
+    if (n == (ssize_t)sizeof *cmd) return 0;
+    if (*fd >= 0) close(*fd);
+    return n == 0 ? 1 : -1;
+  }
+}
+
+/* Carries out a MAP (fd: the allocation's memfd, closed here) or an UNMAP. 0, or -1 on a
+ * MAP without a descriptor, beyond HOST_MAX_ALLOCS or that cannot be mapped. */
+static int host_mp_view_cmd(host_mp *mp, const host_cmd *cmd, int fd) {
+  if (cmd->op == HOST_OP_MAP) {
+    if (fd < 0 || mp->n >= HOST_MAX_ALLOCS) return -1;
+    void *p = mmap(NULL, cmd->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return -1;
+    mp->v[mp->n++] = (host_mp_view){.id = cmd->id, .base = p, .bytes = cmd->size};
+    return 0;
+  }
+  if (fd >= 0) close(fd);
+  for (int i = 0; i < mp->n; i++)
+    if (mp->v[i].id == cmd->id) {
+      munmap(mp->v[i].base, mp->v[i].bytes);
+      mp->v[i] = mp->v[--mp->n];
+      break;
+    }
+  return 0;
+}
+
+/* Runs one CALL: its arguments resolved against the views, the entry point called
+ * through libffi; *rep gets rc and a message (the nonce is the caller's). */
+static void host_mp_call(const host_mp *mp, const host_cmd *cmd, void *sym, const char *name,
+                         host_reply *rep) {
+  ffi_type *types[HOST_MAX_ARGS];
+  void *vals[HOST_MAX_ARGS], *ptrs[HOST_MAX_ARGS];
+  int32_t i32s[HOST_MAX_ARGS];
+  int64_t i64s[HOST_MAX_ARGS];
+  memset(rep, 0, sizeof *rep);
+  for (uint32_t i = 0; i < cmd->nargs && rep->rc == 0; i++) {
+    switch (cmd->args[i].kind) {
+      case HOST_ARG_I32:
+        types[i] = &ffi_type_sint32;
+        i32s[i] = (int32_t)(uint32_t)cmd->args[i].v;
+        vals[i] = &i32s[i];
+        break;
+      case HOST_ARG_I64:
+        types[i] = &ffi_type_sint64;
+        i64s[i] = (int64_t)cmd->args[i].v;
+        vals[i] = &i64s[i];
+        break;
+      default:
+        types[i] = &ffi_type_pointer;
+        ptrs[i] = NULL;
+        if (cmd->args[i].kind == HOST_ARG_PTR) {
+          for (int k = 0; k < mp->n; k++)
+            if (mp->v[k].id == cmd->args[i].alloc && mp->v[k].base &&
+                cmd->args[i].v <= mp->v[k].bytes)
+              ptrs[i] = mp->v[k].base + cmd->args[i].v;
+          if (!ptrs[i]) {
+            rep->rc = -1;
+            snprintf(rep->msg, sizeof rep->msg, "argument %u: unknown allocation", i);
+          }
+        }
+        vals[i] = &ptrs[i];
+        break;
+    }
+  }
+  ffi_cif cif;
+  if (rep->rc == 0 &&
+      ffi_prep_cif(&cif, FFI_DEFAULT_ABI, cmd->nargs, &ffi_type_void, types) != FFI_OK) {
+    rep->rc = -1;
+    snprintf(rep->msg, sizeof rep->msg, "libffi could not prepare the call of %s", name);
+  }
+  if (rep->rc == 0) ffi_call(&cif, FFI_FN(sym), NULL, vals);
+}
+
+/* Loads the module and resolves its kernels into syms; *rep says how it went. */
+static void *host_mp_load(int argc, char **argv, void **syms, host_reply *rep) {
+  memset(rep, 0, sizeof *rep);
+  void *dl = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    rep->rc = -1;
+    snprintf(rep->msg, sizeof rep->msg, "loading the compiled module failed: %s", dlerror());
+  }
+  for (int i = 0; dl && i < argc - 3 && rep->rc == 0; i++) {
+    syms[i] = dlsym(dl, argv[3 + i]);
+    if (!syms[i]) {
+      rep->rc = -1;
+      snprintf(rep->msg, sizeof rep->msg, "entry point '%s' not found in the compiled module",
+               argv[3 + i]);
+    }
+  }
+  return dl;
+}
+
+int ka_host_module_main(int argc, char **argv) {
+  const int sock = 0;
+  if (argc < 3 || argc - 3 > HOST_MAX_KERNELS) return 2;
+  const uint32_t nk = (uint32_t)(argc - 3);
+  void *syms[HOST_MAX_KERNELS];
+  host_reply rep;
+  host_mp_load(argc, argv, syms, &rep);
+  if (send(sock, &rep, sizeof rep, MSG_NOSIGNAL) != (ssize_t)sizeof rep || rep.rc) return 1;
+  static host_mp mp; /* large: not on the stack */
+  for (;;) {
+    host_cmd cmd;
+    int fd;
+    int got = host_mp_recv(sock, &cmd, &fd);
+    if (got) _exit(got > 0 ? 0 : 1);
+    if (cmd.op == HOST_OP_MAP || cmd.op == HOST_OP_UNMAP) {
+      if (host_mp_view_cmd(&mp, &cmd, fd)) _exit(1);
       continue;
     }
     if (fd >= 0) close(fd);
-    if (cmd.op == HOST_OP_UNMAP) {
-      for (int i = 0; i < nmaps; i++)
-        if (maps[i].id == cmd.id) {
-          munmap(maps[i].base, maps[i].bytes);
-          maps[i] = maps[--nmaps];
-          break;
-        }
-      continue;
-    }
-    if (cmd.op != HOST_OP_CALL || cmd.kernel >= (uint32_t)nk || cmd.nargs > HOST_MAX_ARGS) _exit(1);
-    ffi_type *types[HOST_MAX_ARGS];
-    void *vals[HOST_MAX_ARGS], *ptrs[HOST_MAX_ARGS];
-    int32_t i32s[HOST_MAX_ARGS];
-    int64_t i64s[HOST_MAX_ARGS];
     memset(&rep, 0, sizeof rep);
-    for (uint32_t i = 0; i < cmd.nargs && rep.rc == 0; i++) {
-      switch (cmd.args[i].kind) {
-        case HOST_ARG_I32:
-          types[i] = &ffi_type_sint32;
-          i32s[i] = (int32_t)(uint32_t)cmd.args[i].v;
-          vals[i] = &i32s[i];
-          break;
-        case HOST_ARG_I64:
-          types[i] = &ffi_type_sint64;
-          i64s[i] = (int64_t)cmd.args[i].v;
-          vals[i] = &i64s[i];
-          break;
-        default:
-          types[i] = &ffi_type_pointer;
-          ptrs[i] = NULL;
-          if (cmd.args[i].kind == HOST_ARG_PTR) {
-            for (int k = 0; k < nmaps; k++)
-              if (maps[k].id == cmd.args[i].alloc && cmd.args[i].v <= maps[k].bytes)
-                ptrs[i] = maps[k].base + cmd.args[i].v;
-            if (!ptrs[i]) {
-              rep.rc = -1;
-              snprintf(rep.msg, sizeof rep.msg, "argument %u: unknown allocation", i);
-            }
-          }
-          vals[i] = &ptrs[i];
-          break;
-      }
-    }
-    ffi_cif cif;
-    if (rep.rc == 0 &&
-        ffi_prep_cif(&cif, FFI_DEFAULT_ABI, cmd.nargs, &ffi_type_void, types) != FFI_OK) {
-      rep.rc = -1;
-      snprintf(rep.msg, sizeof rep.msg, "libffi could not prepare the call of %s",
-               argv[3 + cmd.kernel]);
-    }
-    if (rep.rc == 0) ffi_call(&cif, FFI_FN(syms[cmd.kernel]), NULL, vals);
+    if (cmd.op == HOST_OP_CALL && cmd.kernel < nk && cmd.nargs <= HOST_MAX_ARGS)
+      host_mp_call(&mp, &cmd, syms[cmd.kernel], argv[3 + cmd.kernel], &rep);
+    else if (cmd.op != HOST_OP_SYNC) /* SYNC: every earlier command is done */
+      _exit(1);
     rep.nonce = cmd.nonce;
+    struct timespec cpu; /* the kernel's account of this thread brought up to date */
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
     if (send(sock, &rep, sizeof rep, MSG_NOSIGNAL) != (ssize_t)sizeof rep) _exit(1);
   }
 }
