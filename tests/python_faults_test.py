@@ -379,7 +379,8 @@ def case_text():
     check(sts == ["OK", "OK", "OK", "INCORRECT"] and all(o.done for o in outs),
           "a group of 4 in flight: 0 errors, 3 OK and 1 INCORRECT")
     adv = kernelarena.group_advantages([o.reward for o in outs])
-    check(adv[3] < 0 < adv[0], "group advantages rank the wrong replies below")
+    # the wrong reply ranks lowest; how the OK ones rank among themselves is timing noise
+    check(adv[3] < 0 and adv[3] < min(adv[:3]), f"group advantages rank the wrong reply lowest: {adv}")
 
 
 def case_skyrl():
