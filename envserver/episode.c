@@ -411,7 +411,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
     char src[PATH_MAX];
     char *data = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    ka_task_baseline_path(t, t->editable[i], src, sizeof src);
     rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
     if (rc) {
       snprintf(err, sizeof err, "reading %s: %s", src, ka_strerror(rc));
@@ -759,7 +759,7 @@ int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__
     char src[PATH_MAX];
     char *data = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    ka_task_baseline_path(t, t->editable[i], src, sizeof src);
     int rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
     if (rc) {
       snprintf(err, errlen, "reading %s: %s", src, ka_strerror(rc));
