@@ -650,12 +650,14 @@ static void ep_step_response(es_arena *a, es_pb_response *resp, const es_episode
                         rw->keys[i], rw->values[i]);
   sr->terminated = 0;
   sr->truncated = ep->steps >= ep->max_steps;
-  sr->n_info = 4;
+  /* command tasks: their own scripts judge them (docs/integrity.md, task-harness) */
+  sr->n_info = ep->task->command ? 5 : 4;
   sr->info = es_arena_alloc(a, sizeof *sr->info * sr->n_info);
   sr->info[0] = ep_sinfo(a, "job_id", job->id);
   sr->info[1] = ep_sinfo(a, "wall_s", es_arena_printf(a, "%.3f", r->wall_s));
   sr->info[2] = ep_sinfo(a, "worker_id", worker_id);
   sr->info[3] = ep_sinfo(a, "compile_s", es_arena_printf(a, "%.3f", r->compile_s));
+  if (ep->task->command) sr->info[4] = ep_sinfo(a, "integrity", "task-harness");
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STEP;
   resp->step = sr;
 }

@@ -730,7 +730,8 @@ void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Devic
       }
     }
   }
-  if (res->message) ka_sb_printf(&log, "[kernelarena] verdict: %s\n", res->message);
+  if (res->message && *res->message)
+    ka_sb_printf(&log, "[kernelarena] verdict: %s\n", res->message);
   res->runtime_log = ka_sb_take(&log);
   res->wall_s = ka_now_s() - t0;
 }
