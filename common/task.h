@@ -164,8 +164,9 @@ int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *ele
 
 /* A task registry: every task.yaml found under root (recursively, two levels:
  * root/<family>/<name>/task.yaml), and every command task (a config.yaml folder at any
- * depth up to 6, its id the folder's path under root; common/task_command.h). Tasks that fail to load are reported in err and
- * skipped only when skip_bad is set; otherwise loading fails. */
+ * depth up to 6, its id the folder's path under root; common/task_command.h). Tasks
+ * that fail to load are reported in err and skipped only when skip_bad is set;
+ * otherwise loading fails. */
 typedef struct ka_registry {
   int ntasks;
   ka_task **tasks;

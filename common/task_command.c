@@ -165,7 +165,8 @@ static int tc_parse(yaml_document_t *doc, const char *file, ka_task *t, char *er
   ka_command_spec *c = t->command;
   for (int p = 0; p < KA_CMD_NPHASES; p++) {
     int k = tc_strs(doc, tc_get(doc, root, tc_phase_key[p]), c->commands[p], KA_CMD_MAX_COMMANDS);
-    if (k < 0) return tc_fail(err, errlen, file, "a *_command must be a string or a list of strings");
+    if (k < 0)
+      return tc_fail(err, errlen, file, "a *_command must be a string or a list of strings");
     c->ncommands[p] = k;
     const char *to = tc_scalar(tc_get(doc, root, tc_timeout_key[p]));
     c->timeout_s[p] = KA_CMD_DEFAULT_TIMEOUT_S;
@@ -187,17 +188,20 @@ static int tc_parse(yaml_document_t *doc, const char *file, ka_task *t, char *er
   t->neditable = ne;
   for (int i = 0; i < ne; i++)
     if (!ka_path_is_safe(t->editable[i]))
-      return ka_seterr(err, errlen, KA_EPARSE, "%s: source_file_path '%s' is not a safe relative path",
-                       file, t->editable[i]);
+      return ka_seterr(err, errlen, KA_EPARSE,
+                       "%s: source_file_path '%s' is not a safe relative path", file,
+                       t->editable[i]);
   t->source = strdup(t->editable[0]);
-  int nt = tc_strs(doc, tc_get(doc, root, "target_kernel_functions"), c->targets, KA_CMD_MAX_TARGETS);
+  int nt =
+      tc_strs(doc, tc_get(doc, root, "target_kernel_functions"), c->targets, KA_CMD_MAX_TARGETS);
   if (nt < 0) return tc_fail(err, errlen, file, "target_kernel_functions must be a list of names");
   c->ntargets = nt;
   const char *ty = tc_scalar(tc_get(doc, root, "task_type"));
   t->type = strdup(ty && *ty ? ty : "command");
   const char *desc = tc_scalar(tc_get(doc, root, "description"));
   t->description = strdup(desc ? desc : "");
-  if (tc_backends(doc, root, t)) return tc_fail(err, errlen, file, "platform_support must be a list");
+  if (tc_backends(doc, root, t))
+    return tc_fail(err, errlen, file, "platform_support must be a list");
   t->language = strdup("python");
   t->mode = strdup("command");
   t->ref_split = -1;
@@ -384,8 +388,10 @@ static int tc_scan(ka_registry *r, const char *rel, int depth, int skip_bad, cha
       break;
     }
     l.v = nv;
-    if (!(l.v[l.n] = strdup(e->d_name))) rc = KA_ENOMEM;
-    else l.n++;
+    if (!(l.v[l.n] = strdup(e->d_name)))
+      rc = KA_ENOMEM;
+    else
+      l.n++;
   }
   closedir(d);
   for (int i = 0; i < l.n && rc == KA_OK; i++) {

@@ -16,9 +16,9 @@
 
 #include "task.h"
 
-#define KA_CMD_MAX_COMMANDS 8    /* commands per phase */
-#define KA_CMD_MAX_HARNESS 512   /* harness files per task */
-#define KA_CMD_MAX_TARGETS 16    /* target_kernel_functions */
+#define KA_CMD_MAX_COMMANDS 8          /* commands per phase */
+#define KA_CMD_MAX_HARNESS 512         /* harness files per task */
+#define KA_CMD_MAX_TARGETS 16          /* target_kernel_functions */
 #define KA_CMD_DEFAULT_TIMEOUT_S 600.0 /* a phase without its *_timeout */
 
 /* The three phases, in the order they run. */
@@ -28,7 +28,7 @@ typedef enum ka_cmd_phase { KA_CMD_COMPILE, KA_CMD_CORRECTNESS, KA_CMD_PERFORMAN
 typedef struct ka_command_spec {
   char *commands[KA_CMD_NPHASES][KA_CMD_MAX_COMMANDS]; /* shell command lines (/bin/sh -c) */
   int ncommands[KA_CMD_NPHASES];
-  double timeout_s[KA_CMD_NPHASES]; /* per command of the phase, seconds */
+  double timeout_s[KA_CMD_NPHASES];  /* per command of the phase, seconds */
   char *targets[KA_CMD_MAX_TARGETS]; /* target_kernel_functions (shown in the prompt) */
   int ntargets;
   /* harness files (relative paths, sorted) and the SHA-256 (hex) of each at load */

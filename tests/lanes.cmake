@@ -46,7 +46,7 @@ set(KA_TEST_COSTS
     agents_timeout 18 validate_host_rmsnorm 17 reference_split 10 install 12 python_faults_skyrl 17 agents_command 16
     handshake_abort 14 validate_host_gelu 14 agents_replay 13 reliability_slow_reader 12
     validate_host_silu_mul 12 python_faults_text 11 agents_claude 10
-    python_faults_components 10 python_faults_vector 10)
+    python_faults_components 10 python_faults_vector 10 command_tasks 12)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)

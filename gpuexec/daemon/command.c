@@ -162,8 +162,14 @@ static void cmd_exec(const char *workdir, const char *cmdline, int out) {
   char home[PATH_MAX + 8], tmp[PATH_MAX + 8];
   snprintf(home, sizeof home, "HOME=%s", workdir);
   snprintf(tmp, sizeof tmp, "TMPDIR=%s", workdir);
-  char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", home, tmp, "LANG=C.UTF-8",
-                 "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "PYTHONUNBUFFERED=1", NULL};
+  char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                 home,
+                 tmp,
+                 "LANG=C.UTF-8",
+                 "PYTHONDONTWRITEBYTECODE=1",
+                 "PYTHONNOUSERSITE=1",
+                 "PYTHONUNBUFFERED=1",
+                 NULL};
   char *argv[] = {"/bin/sh", "-c", (char *)cmdline, NULL};
   execve("/bin/sh", argv, env);
   _exit(127);
@@ -263,8 +269,7 @@ static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, c
 
 /* ---- reports */
 
-static const char *const cmd_phase_name[KA_CMD_NPHASES] = {"compile", "correctness",
-                                                           "performance"};
+static const char *const cmd_phase_name[KA_CMD_NPHASES] = {"compile", "correctness", "performance"};
 
 /* 1 if the output reports a failure: the upper-case word FAIL or FAILED anywhere. */
 static int cmd_output_fails(const char *out) {
@@ -275,8 +280,8 @@ static int cmd_output_fails(const char *out) {
       int before = p == out || !(p[-1] == '_' || (p[-1] >= 'A' && p[-1] <= 'Z') ||
                                  (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9'));
       char c = p[n];
-      int after = !(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                    (c >= '0' && c <= '9'));
+      int after =
+          !(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
       if (before && after) return 1;
     }
   }
@@ -352,7 +357,8 @@ static int cmd_status_report(json_t *j, const char *rel, char *why, size_t whyle
 /* A positive finite number under key of o (a JSON number, or a string holding one). */
 static int cmd_num(json_t *o, const char *key, double *v) {
   json_t *x = json_object_get(o, key);
-  if (json_is_number(x)) *v = json_number_value(x);
+  if (json_is_number(x))
+    *v = json_number_value(x);
   else if (json_is_string(x)) {
     char *end;
     *v = strtod(json_string_value(x), &end);
@@ -377,7 +383,8 @@ static int cmd_parse_case(json_t *c, int i, ka_cmd_case *out, char *why, size_t 
   static const char *const names[] = {"name", "case", "shape", "config", "id", NULL};
   for (int k = 0; names[k] && !out->name[0]; k++) {
     json_t *n = json_object_get(c, names[k]);
-    if (json_is_string(n)) snprintf(out->name, sizeof out->name, "%s", json_string_value(n));
+    if (json_is_string(n))
+      snprintf(out->name, sizeof out->name, "%s", json_string_value(n));
     else if (n) {
       char *d = json_dumps(n, JSON_COMPACT);
       if (d) snprintf(out->name, sizeof out->name, "%s", d);
@@ -499,8 +506,9 @@ static int cmd_phase(const ka_task *t, const char *workdir, int p, double end, c
       return 1;
     }
     if (o.exit_code != 0) {
-      cmd_set(ps, o.exit_code > 128 && p != KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__RUNTIME_ERROR
-                                                           : cmd_phase_failure(p),
+      cmd_set(ps,
+              o.exit_code > 128 && p != KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__RUNTIME_ERROR
+                                                       : cmd_phase_failure(p),
               o.exit_code > 128 ? "the %s command `%s` was killed by signal %d (%s)"
                                 : "the %s command `%s` exited with code %d%s",
               cmd_phase_name[p], c->commands[p][i],
@@ -509,8 +517,9 @@ static int cmd_phase(const ka_task *t, const char *workdir, int p, double end, c
       return 1;
     }
     if (fails) {
-      cmd_set(ps, p == KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__COMPILE_ERROR
-                                      : KERNELARENA__V1__STATUS__INCORRECT,
+      cmd_set(ps,
+              p == KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__COMPILE_ERROR
+                                  : KERNELARENA__V1__STATUS__INCORRECT,
               "the output of the %s command `%s` reports a failure (FAIL/FAILED)",
               cmd_phase_name[p], c->commands[p][i]);
       return 1;
@@ -537,8 +546,8 @@ static int cmd_check_status_report(const char *workdir, int p, cmd_pass *ps) {
 /* Reads the performance report: build/performance_report.json, else
  * perf/benchmark_results.json. */
 static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
-  static const char *const rels[] = {"build/performance_report.json",
-                                     "perf/benchmark_results.json", NULL};
+  static const char *const rels[] = {"build/performance_report.json", "perf/benchmark_results.json",
+                                     NULL};
   for (int k = 0; rels[k]; k++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", workdir, rels[k]);
@@ -626,8 +635,8 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
   memset(b, 0, sizeof *b);
   snprintf(b->key, sizeof b->key, "%s|%s:%d", t->version, dev->backend, (int)dev->index);
   if (cmd_base_find(b->key, b)) {
-    ka_sb_printf(log, "[kernelarena] baseline: cached for task version %s on %s:%d\n",
-                 t->version, dev->backend, (int)dev->index);
+    ka_sb_printf(log, "[kernelarena] baseline: cached for task version %s on %s:%d\n", t->version,
+                 dev->backend, (int)dev->index);
     return 0;
   }
   cmd_pass *ps = calloc(1, sizeof *ps);
@@ -646,7 +655,8 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
   }
   b->ncases = ps->ncases;
   memcpy(b->cases, ps->cases, sizeof ps->cases);
-  ka_sb_printf(log, "[kernelarena] baseline: measured now (%d case%s), kept for this task version\n",
+  ka_sb_printf(log,
+               "[kernelarena] baseline: measured now (%d case%s), kept for this task version\n",
                b->ncases, b->ncases == 1 ? "" : "s");
   ka_sb_free(&ps->log);
   free(ps);
