@@ -145,13 +145,13 @@ static void test_bad_configs(void) {
 static void test_perf_reports(void) {
   ka_cmd_case cs[8];
   char why[512] = "";
-  int n = ka_cmd_parse_perf(
+  const char *s =
       "[{\"name\":\"a\",\"execution_time_ms\":2},{\"name\":\"b\","
-      "\"execution_time_ms\":\"4.5\"}]",
-      82, cs, 8, why, sizeof why);
+      "\"execution_time_ms\":\"4.5\"}]";
+  int n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 2 && cs[0].ms == 2 && cs[1].ms == 4.5 && !strcmp(cs[1].name, "b"),
         "list, execution_time_ms (number or numeric string)", "%d %s", n, why);
-  const char *s = "{\"results\":[{\"case\":\"x\",\"timing_ms\":{\"mean\":3,\"std\":1}}]}";
+  s = "{\"results\":[{\"case\":\"x\",\"timing_ms\":{\"mean\":3,\"std\":1}}]}";
   n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 1 && cs[0].ms == 3 && !strcmp(cs[0].name, "x"), "results, timing_ms.mean", "%d %s", n,
         why);
