@@ -39,8 +39,8 @@ static void test_fixture(const char *src) {
   int rc = ka_registry_load(root, 0, &r, err, sizeof err);
   check(rc == KA_OK && r && r->ntasks == 2, "fixture loads", "rc %d, %d tasks, %s", rc,
         r ? r->ntasks : -1, err);
-  const ka_task *t = r ? ka_registry_find(r, "demo/sum_py") : NULL;
-  check(t && t->command, "demo/sum_py is a command task", "%p", (void *)t);
+  const ka_task *t = r ? ka_registry_find(r, "suite/demo/sum_py") : NULL;
+  check(t && t->command, "suite/demo/sum_py is a command task", "%p", (void *)t);
   if (!t || !t->command) {
     ka_registry_free(r);
     return;
@@ -77,7 +77,7 @@ static void test_fixture(const char *src) {
         "the baseline file is the folder's own", "%s", path);
   check(ka_command_harness_changed(t, t->dir, what, sizeof what) == 0, "harness unchanged", "%s",
         what);
-  const ka_task *g = ka_registry_find(r, "demo/gpu_only");
+  const ka_task *g = ka_registry_find(r, "suite/demo/gpu_only");
   check(g && g->nbackends == 1 && !strcmp(g->backends[0], "cuda"),
         "platform_support [nvidia] -> cuda", "%d", g ? g->nbackends : -1);
   ka_registry_free(r);

@@ -22,16 +22,16 @@ before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 # 1. Loading: envctl tasks lists both command tasks with their kind and backends.
 "$BIN/envctl" tasks --tasks "$WORK/tasks" >"$WORK/tasks.out" 2>&1
 cat "$WORK/tasks.out"
-check "envctl tasks lists demo/sum_py as a command task on host" \
-  grep -Eq "^demo/sum_py +python2python +python +command +host" "$WORK/tasks.out"
-check "envctl tasks lists demo/gpu_only on cuda" \
-  grep -Eq "^demo/gpu_only +triton2triton +python +command +cuda" "$WORK/tasks.out"
+check "envctl tasks lists suite/demo/sum_py as a command task on host" \
+  grep -Eq "^suite/demo/sum_py +python2python +python +command +host" "$WORK/tasks.out"
+check "envctl tasks lists suite/demo/gpu_only on cuda" \
+  grep -Eq "^suite/demo/gpu_only +triton2triton +python +command +cuda" "$WORK/tasks.out"
 
 # 2. One episode, a step per candidate, on a long-running server and executor.
 ka_stack "$WORK/tasks"
 LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) ;; *) cp $CAND/\$f.py kernel.py ;; esac"
-ka_run "$BIN/envctl" episode --server "$URL" --task demo/sum_py --seed 3 --max-steps 15 \
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 15 \
   --verbose --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/episode.out" 2>&1
 rc=$?
 cat "$WORK/episode.out"
@@ -72,15 +72,39 @@ check "no evaluation folder is left behind" sh -c "! ls '$WORK/tmp' | grep -q ka
 
 # 3. The step's info carries the integrity level; a harness file is refused in a step.
 # the agent of a new episode takes its step itself, from the workspace (envctl step --json)
-ka_run "$BIN/envctl" episode --server "$URL" --task demo/sum_py --seed 4 --max-steps 1 \
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 4 --max-steps 1 \
   --workspace "$WORK/ws-step" --agent "command:KA_SERVER=$URL KA_FILES=kernel.py $BIN/envctl step --json >$WORK/step.json" \
   >"$WORK/step.out" 2>&1
 cat "$WORK/step.out" "$WORK/step.json"
 check "envctl step: info.integrity is task-harness" grep -q '"integrity": "task-harness"' "$WORK/step.json"
 check "envctl step: the baseline's reward, 220" grep -q '"reward": 220' "$WORK/step.json"
 
+# 5. envctl run selects command tasks by any parent folder of their ids (suite/demo).
+cat >"$WORK/run.yaml" <<EOC
+label: cmd
+agent:
+  adapter: command
+  command: 'cp $CAND/fast.py kernel.py && envctl step'
+  timeout_s: 60
+tasks: [suite/demo]
+repeats: 1
+reward: best
+max_steps: 2
+seed: 1
+held_out: false
+EOC
+ka_run "$BIN/envctl" run --config "$WORK/run.yaml" --runs-dir "$WORK/runs" --server "$URL" \
+  >"$WORK/run.out" 2>&1
+cat "$WORK/run.out"
+check "envctl run [suite/demo]: sum_py ran, reward 320" \
+  grep -q "suite/demo/sum_py #0: .*reward 320.00" "$WORK/run.out"
+check "... and gpu_only was selected too (a counted failure on this executor)" \
+  grep -q "suite/demo/gpu_only #0: error" "$WORK/run.out"
+check "... and the parent folder is not run as a task of its own" sh -c \
+  "! grep -q 'suite/demo #0' '$WORK/run.out'"
+
 # 4. A GPU-only task on this host-only executor: refused at reset, with the reason.
-"$BIN/envctl" episode --server "$URL" --task demo/gpu_only --seed 1 --max-steps 1 \
+"$BIN/envctl" episode --server "$URL" --task suite/demo/gpu_only --seed 1 --max-steps 1 \
   --workspace "$WORK/ws-gpu" >"$WORK/gpu.out" 2>&1
 rc=$?
 cat "$WORK/gpu.out"
