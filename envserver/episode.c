@@ -224,6 +224,20 @@ static void ep_prompt_rules(ka_sb *sb, const ka_task *t, int max_steps) {
   ka_sb_puts(sb, t->neditable == 1 ? "this file: " : "these files: ");
   for (int i = 0; i < t->neditable; i++) ka_sb_printf(sb, "%s`%s`", i ? ", " : "", t->editable[i]);
   ka_sb_puts(sb, ". A step that names any other file is refused and changes nothing.\n");
+  if (t->command) { /* a command task: its own scripts judge (docs/tasks.md) */
+    ka_sb_printf(sb,
+                 "- Every step runs the task's own compile, correctness and performance "
+                 "commands on your files, in a sandbox without network; a command that "
+                 "changes any other file of the task is flagged (reward 0). A command is "
+                 "stopped at its deadline; an evaluation after %.0f s.\n"
+                 "- Reward: 0 if it does not compile; 20 if a check fails, it crashes or it "
+                 "runs out of time; otherwise 120 + 100 x speedup, where speedup is the mean "
+                 "over the timed cases of baseline time / your time.\n",
+                 t->timeout_s);
+    ka_sb_printf(sb, "- The episode allows at most %d step%s.\n", max_steps,
+                 max_steps == 1 ? "" : "s");
+    return;
+  }
   ka_sb_printf(sb,
                "- Each step sends the files you changed (the others keep their current "
                "contents; at most %zu KiB per file and %zu KiB per step). Every step "

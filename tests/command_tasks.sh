@@ -36,6 +36,8 @@ ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 -
 rc=$?
 cat "$WORK/episode.out"
 check "the episode exits 0" [ "$rc" -eq 0 ]
+check "the prompt states the command task's rules (mean speedup, flagged harness changes)" sh -c \
+  "grep -q 'runs the task.s own compile, correctness and performance commands' '$WORK/ws/prompt.md' && grep -q 'speedup is the mean' '$WORK/ws/prompt.md'"
 # step N: the N-th of LIST, its status and reward
 expect() {
   check "step $1 ($2): $3, reward $4" sh -c \
