@@ -29,9 +29,9 @@ check "envctl tasks lists suite/demo/gpu_only on cuda" \
 
 # 2. One episode, a step per candidate, on a long-running server and executor.
 ka_stack "$WORK/tasks"
-LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast"
+LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast daemon"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) ;; *) cp $CAND/\$f.py kernel.py ;; esac"
-ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 15 \
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 16 \
   --verbose --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/episode.out" 2>&1
 rc=$?
 cat "$WORK/episode.out"
@@ -58,6 +58,9 @@ expect 12 crash RUNTIME_ERROR 20.00
 expect 13 network OK 220.00
 expect 14 tamper FLAGGED 0.00
 expect 15 "fast, after the tampering" OK 320.00
+expect 16 daemon OK 220.00
+left=$(ka_procs_in "$WORK/tmp")
+check "no process of a command is left behind (daemon's sleep was killed)" [ -z "$left" ]
 check "wall-clock times refused with the reason" grep -q "wall-clock time (\"wall_time_ms\"), which is refused" "$WORK/episode.out"
 check "a report that is not JSON: named" grep -q "malformed performance report build/performance_report.json: not JSON" "$WORK/episode.out"
 check "a missing report: named" grep -q "wrote no report" "$WORK/episode.out"
@@ -65,9 +68,9 @@ check "the hang ended at the correctness deadline (5 s)" grep -q "correctness co
 check "the crash: killed by signal 11" grep -q "killed by signal 11" "$WORK/episode.out"
 check "the tampering names the file" grep -q "harness file scripts/check.py was changed" "$WORK/episode.out"
 check "every step's log states the integrity level task-harness" \
-  awk '/integrity: task-harness/ {n++} END {exit !(n == 15)}' "$WORK/episode.out"
-check "the baseline was measured once for the 15 steps" \
-  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 14)}' "$WORK/episode.out"
+  awk '/integrity: task-harness/ {n++} END {exit !(n == 16)}' "$WORK/episode.out"
+check "the baseline was measured once for the 16 steps" \
+  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 15)}' "$WORK/episode.out"
 after=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 check "the task folder is unchanged (commands ran in a copy)" [ "$before" = "$after" ]
 check "no evaluation folder is left behind" sh -c "! ls '$WORK/tmp' | grep -q ka-cmd-"
