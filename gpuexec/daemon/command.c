@@ -144,11 +144,7 @@ static void cmd_kill_children(void) {
 
 /* The command's process: sandboxed (ka_sandbox_compiler: read-only system folders,
  * read-write only workdir, no sockets), limits, a scrubbed environment, /bin/sh -c. */
-static void cmd_exec(const char *workdir, const char *cmdline, int out) {
-  dup2(out, 1);
-  dup2(out, 2);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, 0);
+static void cmd_exec(const char *workdir, const char *cmdline) {
   if (chdir(workdir) != 0) _exit(126);
   struct rlimit fs = {CMD_FSIZE_BYTES, CMD_FSIZE_BYTES};
   setrlimit(RLIMIT_FSIZE, &fs);
@@ -159,6 +155,7 @@ static void cmd_exec(const char *workdir, const char *cmdline, int out) {
     dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
     _exit(125);
   }
+  close_range(3, ~0U, 0); /* only stdin (/dev/null), stdout and stderr (the pipe) */
   char home[PATH_MAX + 8], tmp[PATH_MAX + 8];
   snprintf(home, sizeof home, "HOME=%s", workdir);
   snprintf(tmp, sizeof tmp, "TMPDIR=%s", workdir);
@@ -178,7 +175,7 @@ static void cmd_exec(const char *workdir, const char *cmdline, int out) {
 /* The supervisor (a child subreaper): runs the command, then kills whatever it left
  * behind (setsid does not escape a subreaper). Exit code: the command's exit code,
  * 128 + signal, or 124 when told to stop (SIGTERM: the deadline). */
-static void cmd_supervise(const char *workdir, const char *cmdline, int out) {
+static void cmd_supervise(const char *workdir, const char *cmdline) {
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   struct sigaction sa;
@@ -189,9 +186,10 @@ static void cmd_supervise(const char *workdir, const char *cmdline, int out) {
   if (g < 0) _exit(126);
   if (g == 0) {
     signal(SIGTERM, SIG_DFL);
-    cmd_exec(workdir, cmdline, out);
+    cmd_exec(workdir, cmdline);
   }
-  close(out);
+  int devnull = open("/dev/null", O_RDWR); /* the pipe's end stays with the command alone */
+  if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
   int st = 0, have = 0;
   while (!have) {
     int s;
@@ -228,9 +226,14 @@ static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, c
   }
   if (m == 0) {
     setpgid(0, 0);
-    close(pfd[0]);
-    int out = dup(pfd[1]); /* without O_CLOEXEC: the shell inherits it */
-    cmd_supervise(workdir, cmdline, out);
+    /* stdout and stderr the pipe, stdin /dev/null; no other descriptor of gpuexec
+     * (another evaluation's pipe, a socket) stays open here or in the command */
+    dup2(pfd[1], 1);
+    dup2(pfd[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    close_range(3, ~0U, 0);
+    cmd_supervise(workdir, cmdline);
   }
   setpgid(m, m);
   close(pfd[1]);
