@@ -669,9 +669,17 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
 
 /* ---- the result */
 
-/* Fills res's cases from the candidate's pass and the baseline; 0, or 1 (a case the
- * baseline lacks) with the verdict set. */
+/* Fills res's cases from the candidate's pass and the baseline; 0, or 1 (a count of
+ * cases other than the baseline's) with the verdict set. */
 static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Result *res) {
+  if (ps->ncases != b->ncases) { /* the mean must be over the cases the baseline has */
+    char msg[200];
+    snprintf(msg, sizeof msg, "the performance report has %d case%s, the baseline's %d", ps->ncases,
+             ps->ncases == 1 ? "" : "s", b->ncases);
+    res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+    res->message = strdup(msg);
+    return 1;
+  }
   res->cases = calloc((size_t)ps->ncases, sizeof *res->cases);
   if (!res->cases) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
   double sum = 0;
@@ -680,7 +688,7 @@ static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Res
     double base = c->base_ms;
     for (int k = 0; !(base > 0) && k < b->ncases; k++)
       if (!strcmp(b->cases[k].name, c->name)) base = b->cases[k].ms;
-    if (!(base > 0) && b->ncases == ps->ncases) base = b->cases[i].ms;
+    if (!(base > 0)) base = b->cases[i].ms; /* same count: the case at the same position */
     Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
     if (!cr) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
     kernelarena__v1__case_result__init(cr);
