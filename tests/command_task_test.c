@@ -52,6 +52,9 @@ static void test_fixture(const char *src) {
   check(
       t->neditable == 1 && !strcmp(t->editable[0], "kernel.py") && !strcmp(t->source, "kernel.py"),
       "editable set = source_file_path", "%d %s", t->neditable, t->editable[0]);
+  check(ka_task_is_editable(t, "kernel.py") && !ka_task_is_editable(t, "scripts/check.py") &&
+            !ka_task_is_editable(t, "config.yaml"),
+        "a harness file is not editable (a step naming one is refused)", "%s", t->editable[0]);
   check(t->nbackends == 1 && !strcmp(t->backends[0], "host"), "platform_support [cpu] -> host",
         "%d", t->nbackends);
   check(c->ncommands[0] == 1 && c->ncommands[1] == 1 && c->ncommands[2] == 1 &&
