@@ -11,6 +11,7 @@
 #include <yaml.h>
 
 #include "ka_common.h"
+#include "task_command.h"
 
 /* ---- small helpers over libyaml's document tree */
 
@@ -178,6 +179,11 @@ int ka_task_tensor(const ka_task *t, const char *name) {
   return -1;
 }
 
+char *ka_task_baseline_path(const ka_task *t, const char *file, char *buf, size_t len) {
+  snprintf(buf, len, "%s%s/%s", t->dir, t->command ? "" : "/baseline", file);
+  return buf;
+}
+
 int ka_task_is_editable(const ka_task *t, const char *path) {
   for (int i = 0; i < t->neditable; i++)
     if (!strcmp(t->editable[i], path)) return 1;
@@ -225,6 +231,7 @@ void ka_task_free(ka_task *t) {
   for (int i = 0; i < t->ntags; i++) free(t->tags[i]);
   for (int i = 0; i < t->nallowed_imports; i++) free(t->allowed_imports[i]);
   for (int i = 0; i < t->ndenied_imports; i++) free(t->denied_imports[i]);
+  ka_command_spec_free(t->command);
   free(t);
 }
 
@@ -735,6 +742,7 @@ int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *er
     closedir(td);
   }
   closedir(fam);
+  if (rc == KA_OK) rc = ka_command_scan(r, skip_bad, err, errlen);
   if (rc) {
     ka_registry_free(r);
     return rc;

@@ -122,6 +122,8 @@ typedef struct ka_task {
    * when on the default list (`denied_imports:`; wins); gpuexec/sandbox/sandbox.h */
   char *allowed_imports[KA_MAX_IMPORTS], *denied_imports[KA_MAX_IMPORTS];
   int nallowed_imports, ndenied_imports;
+  /* a task of kind `command` (a config.yaml folder, common/task_command.h), else NULL */
+  struct ka_command_spec *command;
 } ka_task;
 
 /* Loads dir/task.yaml, dir/prompt.md and checks that the baseline files exist and the
@@ -133,6 +135,10 @@ void ka_task_free(ka_task *t);
 /* Index of a param / tensor by name, or -1. */
 int ka_task_param(const ka_task *t, const char *name);
 int ka_task_tensor(const ka_task *t, const char *name);
+
+/* The path of the starting version of editable file `file` into buf: dir/baseline/file,
+ * or dir/file for a command task (its folder holds them). Returns buf. Pure. */
+char *ka_task_baseline_path(const ka_task *t, const char *file, char *buf, size_t len);
 
 /* 1 if path is one of the task's editable files. */
 int ka_task_is_editable(const ka_task *t, const char *path);
@@ -158,8 +164,10 @@ int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *ele
                          size_t errlen);
 
 /* A task registry: every task.yaml found under root (recursively, two levels:
- * root/<family>/<name>/task.yaml). Tasks that fail to load are reported in err and
- * skipped only when skip_bad is set; otherwise loading fails. */
+ * root/<family>/<name>/task.yaml), and every command task (a config.yaml folder at any
+ * depth up to 6, its id the folder's path under root; common/task_command.h). Tasks
+ * that fail to load are reported in err and skipped only when skip_bad is set;
+ * otherwise loading fails. */
 typedef struct ka_registry {
   int ntasks;
   ka_task **tasks;

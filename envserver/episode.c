@@ -224,6 +224,20 @@ static void ep_prompt_rules(ka_sb *sb, const ka_task *t, int max_steps) {
   ka_sb_puts(sb, t->neditable == 1 ? "this file: " : "these files: ");
   for (int i = 0; i < t->neditable; i++) ka_sb_printf(sb, "%s`%s`", i ? ", " : "", t->editable[i]);
   ka_sb_puts(sb, ". A step that names any other file is refused and changes nothing.\n");
+  if (t->command) { /* a command task: its own scripts judge (docs/tasks.md) */
+    ka_sb_printf(sb,
+                 "- Every step runs the task's own compile, correctness and performance "
+                 "commands on your files, in a sandbox without network; a command that "
+                 "changes any other file of the task is flagged (reward 0). A command is "
+                 "stopped at its deadline; an evaluation after %.0f s.\n"
+                 "- Reward: 0 if it does not compile; 20 if a check fails, it crashes or it "
+                 "runs out of time; otherwise 120 + 100 x speedup, where speedup is the mean "
+                 "over the timed cases of baseline time / your time.\n",
+                 t->timeout_s);
+    ka_sb_printf(sb, "- The episode allows at most %d step%s.\n", max_steps,
+                 max_steps == 1 ? "" : "s");
+    return;
+  }
   ka_sb_printf(sb,
                "- Each step sends the files you changed (the others keep their current "
                "contents; at most %zu KiB per file and %zu KiB per step). Every step "
@@ -423,7 +437,7 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
     char src[PATH_MAX];
     char *data = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    ka_task_baseline_path(t, t->editable[i], src, sizeof src);
     rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
     if (rc) {
       snprintf(err, sizeof err, "reading %s: %s", src, ka_strerror(rc));
@@ -662,12 +676,14 @@ static void ep_step_response(es_arena *a, es_pb_response *resp, const es_episode
                         rw->keys[i], rw->values[i]);
   sr->terminated = 0;
   sr->truncated = ep->steps >= ep->max_steps;
-  sr->n_info = 4;
+  /* command tasks: their own scripts judge them (docs/integrity.md, task-harness) */
+  sr->n_info = ep->task->command ? 5 : 4;
   sr->info = es_arena_alloc(a, sizeof *sr->info * sr->n_info);
   sr->info[0] = ep_sinfo(a, "job_id", job->id);
   sr->info[1] = ep_sinfo(a, "wall_s", es_arena_printf(a, "%.3f", r->wall_s));
   sr->info[2] = ep_sinfo(a, "worker_id", worker_id);
   sr->info[3] = ep_sinfo(a, "compile_s", es_arena_printf(a, "%.3f", r->compile_s));
+  if (ep->task->command) sr->info[4] = ep_sinfo(a, "integrity", "task-harness");
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_STEP;
   resp->step = sr;
 }
@@ -771,7 +787,7 @@ int es_ep_task_prompt(es_server *s, const ka_task *t, es_arena *a, Kernelarena__
     char src[PATH_MAX];
     char *data = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    ka_task_baseline_path(t, t->editable[i], src, sizeof src);
     int rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
     if (rc) {
       snprintf(err, errlen, "reading %s: %s", src, ka_strerror(rc));

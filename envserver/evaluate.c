@@ -69,7 +69,7 @@ static int ev_files(es_server *s, const ka_task *t, const Kernelarena__V1__Evalu
     char src[PATH_MAX];
     char *data = NULL;
     size_t len = 0;
-    snprintf(src, sizeof src, "%s/baseline/%s", t->dir, t->editable[i]);
+    ka_task_baseline_path(t, t->editable[i], src, sizeof src);
     int rc = ka_read_file(src, ES_MAX_FILE_BYTES, &data, &len);
     if (rc) {
       es_log(s, "evaluate %s: reading %s: %s", t->id, src, ka_strerror(rc));

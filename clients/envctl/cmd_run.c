@@ -44,8 +44,9 @@ static unsigned long long ec_episode_seed(unsigned long long base, const char *t
   return h & 0x7fffffffffffffffULL;
 }
 
-/* 1 if task matches one selector: "all" or "*", an exact id, or a family given as
- * "family", "family/" or "family/" followed by "*". */
+/* 1 if task matches one selector: "all" or "*", an exact id, or any parent folder of
+ * the id given as "a/b", "a/b/" or "a/b/" followed by "*" (a family is the first level;
+ * command tasks nest deeper, e.g. triton2triton/vllm/NAME). */
 static int ec_task_selected(const char *task, const json_t *sel) {
   size_t i;
   json_t *v;
@@ -53,10 +54,12 @@ static int ec_task_selected(const char *task, const json_t *sel) {
     const char *s = json_string_value(v);
     if (!s) continue;
     if (!strcmp(s, "all") || !strcmp(s, "*") || !strcmp(s, task)) return 1;
-    size_t n = strcspn(s, "/*");
-    if ((s[n] == 0 || !strcmp(s + n, "/") || !strcmp(s + n, "/*")) && !strncmp(task, s, n) &&
-        task[n] == '/')
-      return 1;
+    size_t n = strlen(s);
+    if (n >= 2 && !strcmp(s + n - 2, "/*"))
+      n -= 2;
+    else if (n >= 1 && s[n - 1] == '/')
+      n -= 1;
+    if (n && !memchr(s, '*', n) && !strncmp(task, s, n) && task[n] == '/') return 1;
   }
   return 0;
 }
@@ -460,7 +463,9 @@ int cmd_run(int argc, char **argv) {
         size_t j;
         json_t *u;
         int found = 0;
-        json_array_foreach(chosen, j, u) found |= !strcmp(json_string_value(u), s);
+        size_t n = strlen(s); /* an id, or a parent folder of a chosen id */
+        json_array_foreach(chosen, j, u) found |=
+            !strncmp(json_string_value(u), s, n) && strchr("/", json_string_value(u)[n]);
         if (!found) json_array_append(chosen, t);
       }
     }

@@ -25,6 +25,7 @@
 #include "refcache.h"
 #include "sandbox.h"
 #include "devlock.h"
+#include "command.h"
 
 #define WK_LOG_MAX (64u << 10)
 /* Sandbox limits of an evaluation (docs/sandbox.md). RLIMIT_AS only for the host
@@ -1472,6 +1473,12 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   }
   ev->cfg = cfg, ev->job = job, ev->dev = dev;
   ev->image_fd = -1;
+  const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
+  if (ct && ct->command) { /* a command task: its own commands (command.c) */
+    free(ev);
+    ka_command_evaluate(cfg, dev, job, ct, res);
+    return;
+  }
   if (wk_check_job(ev, res, err, sizeof err)) {
     free(ev);
     return;

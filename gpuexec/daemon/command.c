@@ -1,0 +1,758 @@
+/* Command tasks in the executor: copy the task folder into a private workdir, write the
+ * candidate's files, run the compile, correctness and performance commands in order in
+ * the sandbox, parse their reports and score them (command.h, docs/tasks.md). */
+#include "command.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ka_common.h"
+#include "sandbox.h"
+#include "task_command.h"
+
+#define CMD_LOG_PER_COMMAND (16u << 10) /* output of one command kept in the log */
+#define CMD_SCAN_MAX (1u << 20)         /* output of one command scanned for failure */
+#define CMD_MAX_CASES 64
+#define CMD_GRACE_S 5.0
+#define CMD_FSIZE_BYTES ((rlim_t)1 << 30)
+#define CMD_REPORT_MAX (16u << 20)
+
+typedef Kernelarena__V1__Status cmd_status;
+#define CMD_OK KERNELARENA__V1__STATUS__OK
+
+/* What one pass (the baseline's or the candidate's) came to. */
+typedef struct cmd_pass {
+  cmd_status status;
+  char message[1024];
+  ka_cmd_case cases[CMD_MAX_CASES];
+  int ncases;
+  ka_sb log;
+} cmd_pass;
+
+static void cmd_set(cmd_pass *p, cmd_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void cmd_set(cmd_pass *p, cmd_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->message, sizeof p->message, fmt, ap);
+  va_end(ap);
+  p->status = st;
+}
+
+/* ---- the workdir */
+
+/* Copies the regular files and folders under src into dst (symlinks, __pycache__ and the
+ * report outputs build/ *_report.json, perf/benchmark_results.json are not copied). */
+static int cmd_copy_tree(const char *src, const char *dst, const char *rel) {
+  char s[PATH_MAX], d[PATH_MAX];
+  snprintf(s, sizeof s, "%s%s%s", src, *rel ? "/" : "", rel);
+  snprintf(d, sizeof d, "%s%s%s", dst, *rel ? "/" : "", rel);
+  if (*rel && mkdir(d, 0700) != 0 && errno != EEXIST) return KA_EIO;
+  DIR *dir = opendir(s);
+  if (!dir) return KA_EIO;
+  int rc = KA_OK;
+  struct dirent *e;
+  while (rc == KA_OK && (e = readdir(dir))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "__pycache__"))
+      continue;
+    char sub[PATH_MAX], full[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", e->d_name);
+    snprintf(full, sizeof full, "%s/%s", src, sub);
+    struct stat st;
+    if (lstat(full, &st) != 0) continue;
+    if (S_ISDIR(st.st_mode)) {
+      rc = cmd_copy_tree(src, dst, sub);
+    } else if (S_ISREG(st.st_mode) && !ka_command_is_output(sub)) {
+      char *buf;
+      size_t len;
+      char out[PATH_MAX];
+      snprintf(out, sizeof out, "%s/%s", dst, sub);
+      rc = ka_read_file(full, (size_t)1 << 30, &buf, &len);
+      if (rc == KA_OK) {
+        rc = ka_write_file(out, buf, len);
+        free(buf);
+        if (rc == KA_OK && (st.st_mode & 0111)) chmod(out, 0700);
+      }
+    }
+  }
+  closedir(dir);
+  return rc;
+}
+
+/* Writes the job's files (the candidate's editable set) into workdir. */
+static int cmd_write_files(const char *workdir, const Kernelarena__V1__Job *job) {
+  for (size_t i = 0; job && i < job->n_files; i++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", workdir, job->files[i]->path);
+    char *slash = strrchr(path, '/');
+    if (slash) {
+      *slash = 0;
+      int rc = ka_mkdirs(path);
+      *slash = '/';
+      if (rc) return rc;
+    }
+    int rc = ka_write_file(path, job->files[i]->content.data, job->files[i]->content.len);
+    if (rc) return rc;
+  }
+  return KA_OK;
+}
+
+/* ---- one command in the sandbox */
+
+static volatile sig_atomic_t cmd_stop;
+static void cmd_on_term(int sig) {
+  (void)sig;
+  cmd_stop = 1;
+}
+
+/* Kills every child of the calling process (the supervisor) until none is left. */
+static void cmd_kill_children(void) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+  for (int round = 0; round < 10000; round++) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    FILE *f = fopen(path, "r");
+    int n = 0, pid;
+    while (f && fscanf(f, "%d", &pid) == 1) {
+      kill(pid, SIGKILL);
+      n++;
+    }
+    if (f) fclose(f);
+    if (!n) {
+      if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD) return;
+      if (!f) return;
+    }
+    usleep(1000);
+  }
+}
+
+/* The command's process: sandboxed (ka_sandbox_compiler: read-only system folders,
+ * read-write only workdir, no sockets), limits, a scrubbed environment, /bin/sh -c. */
+static void cmd_exec(const char *workdir, const char *cmdline) {
+  if (chdir(workdir) != 0) _exit(126);
+  struct rlimit fs = {CMD_FSIZE_BYTES, CMD_FSIZE_BYTES};
+  setrlimit(RLIMIT_FSIZE, &fs);
+  struct rlimit core = {0, 0};
+  setrlimit(RLIMIT_CORE, &core);
+  char err[256];
+  if (ka_sandbox_compiler(workdir, err, sizeof err) != KA_OK) {
+    dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
+    _exit(125);
+  }
+  close_range(3, ~0U, 0); /* only stdin (/dev/null), stdout and stderr (the pipe) */
+  char home[PATH_MAX + 8], tmp[PATH_MAX + 8];
+  snprintf(home, sizeof home, "HOME=%s", workdir);
+  snprintf(tmp, sizeof tmp, "TMPDIR=%s", workdir);
+  char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                 home,
+                 tmp,
+                 "LANG=C.UTF-8",
+                 "PYTHONDONTWRITEBYTECODE=1",
+                 "PYTHONNOUSERSITE=1",
+                 "PYTHONUNBUFFERED=1",
+                 NULL};
+  char *argv[] = {"/bin/sh", "-c", (char *)cmdline, NULL};
+  execve("/bin/sh", argv, env);
+  _exit(127);
+}
+
+/* The supervisor (a child subreaper): runs the command, then kills whatever it left
+ * behind (setsid does not escape a subreaper). Exit code: the command's exit code,
+ * 128 + signal, or 124 when told to stop (SIGTERM: the deadline). */
+static void cmd_supervise(const char *workdir, const char *cmdline) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = cmd_on_term;
+  sigaction(SIGTERM, &sa, NULL);
+  pid_t g = fork();
+  if (g < 0) _exit(126);
+  if (g == 0) {
+    signal(SIGTERM, SIG_DFL);
+    cmd_exec(workdir, cmdline);
+  }
+  int devnull = open("/dev/null", O_RDWR); /* the pipe's end stays with the command alone */
+  if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
+  int st = 0, have = 0;
+  while (!have) {
+    int s;
+    pid_t w = waitpid(-1, &s, 0);
+    if (w == g) {
+      st = s, have = 1;
+    } else if (w < 0 && errno == EINTR && cmd_stop) {
+      cmd_kill_children();
+      _exit(124);
+    } else if (w < 0 && errno != EINTR) {
+      break;
+    }
+  }
+  cmd_kill_children();
+  _exit(cmd_stop ? 124 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+/* How one command ended. */
+typedef struct cmd_outcome {
+  int exit_code; /* 0 success; 128 + N: killed by signal N */
+  int timed_out;
+  char *output; /* its stdout and stderr (at most CMD_SCAN_MAX bytes), malloc'd */
+} cmd_outcome;
+
+/* Runs cmdline in workdir with deadline timeout_s. KA_OK (see *o) or KA_ESYS. */
+static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, cmd_outcome *o) {
+  memset(o, 0, sizeof *o);
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) != 0) return KA_ESYS;
+  pid_t m = fork();
+  if (m < 0) {
+    close(pfd[0]), close(pfd[1]);
+    return KA_ESYS;
+  }
+  if (m == 0) {
+    setpgid(0, 0);
+    /* stdout and stderr the pipe, stdin /dev/null; no other descriptor of gpuexec
+     * (another evaluation's pipe, a socket) stays open here or in the command */
+    dup2(pfd[1], 1);
+    dup2(pfd[1], 2);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    close_range(3, ~0U, 0);
+    cmd_supervise(workdir, cmdline);
+  }
+  setpgid(m, m);
+  close(pfd[1]);
+  ka_sb sb = {0};
+  double deadline = ka_now_s() + timeout_s, hard = 0;
+  for (;;) {
+    double now = ka_now_s();
+    if (!o->timed_out && now >= deadline) {
+      o->timed_out = 1;
+      kill(m, SIGTERM);
+      hard = now + CMD_GRACE_S;
+    }
+    if (o->timed_out && now >= hard) {
+      kill(-m, SIGKILL);
+      break;
+    }
+    double until = o->timed_out ? hard : deadline;
+    struct pollfd p = {pfd[0], POLLIN, 0};
+    int r = poll(&p, 1, (int)((until - now) * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[8192];
+    ssize_t n = read(pfd[0], buf, sizeof buf);
+    if (n <= 0) break;
+    if (sb.len < CMD_SCAN_MAX) ka_sb_append(&sb, buf, (size_t)n);
+  }
+  close(pfd[0]);
+  int st = 0;
+  while (waitpid(m, &st, 0) < 0 && errno == EINTR) {
+  }
+  o->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  if (o->exit_code == 124 && o->timed_out) o->exit_code = 128 + SIGKILL;
+  o->output = ka_sb_take(&sb);
+  return KA_OK;
+}
+
+/* ---- reports */
+
+static const char *const cmd_phase_name[KA_CMD_NPHASES] = {"compile", "correctness", "performance"};
+
+/* 1 if the output reports a failure: the upper-case word FAIL or FAILED anywhere. */
+static int cmd_output_fails(const char *out) {
+  static const char *const words[] = {"FAILED", "FAIL", NULL};
+  for (int k = 0; words[k]; k++) {
+    size_t n = strlen(words[k]);
+    for (const char *p = strstr(out, words[k]); p; p = strstr(p + 1, words[k])) {
+      int before = p == out || !(p[-1] == '_' || (p[-1] >= 'A' && p[-1] <= 'Z') ||
+                                 (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9'));
+      char c = p[n];
+      int after =
+          !(c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'));
+      if (before && after) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Reads workdir/rel as JSON: NULL with *present 0 when there is no such file, NULL with
+ * *present 1 and why when it does not parse. */
+static json_t *cmd_read_json(const char *workdir, const char *rel, int *present, char *why,
+                             size_t whylen) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", workdir, rel);
+  char *text;
+  size_t len;
+  *present = 0;
+  if (access(path, F_OK) != 0) return NULL;
+  *present = 1;
+  if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
+    snprintf(why, whylen, "%s cannot be read (or is over %u bytes)", rel, CMD_REPORT_MAX);
+    return NULL;
+  }
+  json_error_t je;
+  json_t *j = json_loadb(text, len, 0, &je);
+  free(text);
+  if (!j) snprintf(why, whylen, "%s is not JSON (line %d: %s)", rel, je.line, je.text);
+  return j;
+}
+
+/* A compile or correctness report: a JSON object; it reports failure when one of
+ * success/passed/correct/pass is false, `status` is a string other than
+ * ok/pass/passed/success/succeeded, or `failed` is a number > 0. Returns 0 (passed),
+ * 1 (reports failure) or -1 (malformed), with the reason in why. */
+static int cmd_status_report(json_t *j, const char *rel, char *why, size_t whylen) {
+  if (!json_is_object(j)) {
+    snprintf(why, whylen, "%s is not a JSON object", rel);
+    return -1;
+  }
+  static const char *const flags[] = {"success", "passed", "correct", "pass", NULL};
+  for (int k = 0; flags[k]; k++) {
+    json_t *v = json_object_get(j, flags[k]);
+    if (!v) continue;
+    if (!json_is_boolean(v)) {
+      snprintf(why, whylen, "%s: \"%s\" is not true or false", rel, flags[k]);
+      return -1;
+    }
+    if (json_is_false(v)) {
+      snprintf(why, whylen, "%s reports failure (\"%s\": false)", rel, flags[k]);
+      return 1;
+    }
+  }
+  json_t *s = json_object_get(j, "status");
+  if (s && !json_is_string(s)) {
+    snprintf(why, whylen, "%s: \"status\" is not a string", rel);
+    return -1;
+  }
+  if (s) {
+    static const char *const ok[] = {"ok", "pass", "passed", "success", "succeeded", NULL};
+    int good = 0;
+    for (int k = 0; ok[k] && !good; k++) good = !strcasecmp(json_string_value(s), ok[k]);
+    if (!good) {
+      snprintf(why, whylen, "%s reports status \"%.100s\"", rel, json_string_value(s));
+      return 1;
+    }
+  }
+  json_t *f = json_object_get(j, "failed");
+  if (f && json_is_number(f) && json_number_value(f) > 0) {
+    snprintf(why, whylen, "%s reports %g failed", rel, json_number_value(f));
+    return 1;
+  }
+  return 0;
+}
+
+/* A positive finite number under key of o (a JSON number, or a string holding one). */
+static int cmd_num(json_t *o, const char *key, double *v) {
+  json_t *x = json_object_get(o, key);
+  if (json_is_number(x))
+    *v = json_number_value(x);
+  else if (json_is_string(x)) {
+    char *end;
+    *v = strtod(json_string_value(x), &end);
+    if (*end) return 0;
+  } else
+    return 0;
+  return isfinite(*v) && *v > 0;
+}
+
+/* 1 if key is a host wall-clock time the seed's rules refuse. */
+static int cmd_wall_key(const char *key) {
+  return strstr(key, "wall") || !strcmp(key, "host_time_ms") || !strcmp(key, "elapsed_s") ||
+         !strcmp(key, "elapsed");
+}
+
+static int cmd_parse_case(json_t *c, int i, ka_cmd_case *out, char *why, size_t whylen) {
+  memset(out, 0, sizeof *out);
+  if (!json_is_object(c)) {
+    snprintf(why, whylen, "case %d is not a JSON object", i);
+    return -1;
+  }
+  static const char *const names[] = {"name", "case", "shape", "config", "id", NULL};
+  for (int k = 0; names[k] && !out->name[0]; k++) {
+    json_t *n = json_object_get(c, names[k]);
+    if (json_is_string(n))
+      snprintf(out->name, sizeof out->name, "%s", json_string_value(n));
+    else if (n) {
+      char *d = json_dumps(n, JSON_COMPACT);
+      if (d) snprintf(out->name, sizeof out->name, "%s", d);
+      free(d);
+    }
+  }
+  if (!out->name[0]) snprintf(out->name, sizeof out->name, "case%d", i);
+  double v;
+  if (cmd_num(c, "execution_time_ms", &v)) {
+    out->ms = v;
+  } else if (json_is_object(json_object_get(c, "timing_ms")) &&
+             cmd_num(json_object_get(c, "timing_ms"), "mean", &v)) {
+    out->ms = v;
+  } else if (cmd_num(c, "opt_time", &v)) {
+    out->ms = v;
+    double b;
+    if (cmd_num(c, "ori_time", &b)) out->base_ms = b;
+  } else if (cmd_num(c, "time_ms", &v) || cmd_num(c, "mean_ms", &v) ||
+             cmd_num(c, "latency_ms", &v)) {
+    out->ms = v;
+  } else {
+    const char *key;
+    json_t *val;
+    json_object_foreach(c, key, val) {
+      if (cmd_wall_key(key)) {
+        snprintf(why, whylen,
+                 "case %s gives only a host wall-clock time (\"%s\"), which is refused: report "
+                 "device time as execution_time_ms or timing_ms.mean",
+                 out->name, key);
+        return -1;
+      }
+    }
+    snprintf(why, whylen,
+             "case %s has no time (execution_time_ms, timing_ms.mean, opt_time, time_ms, "
+             "mean_ms or latency_ms, a positive number)",
+             out->name);
+    return -1;
+  }
+  return 0;
+}
+
+int ka_cmd_parse_perf(const char *text, size_t len, ka_cmd_case *out, int max, char *why,
+                      size_t whylen) {
+  json_error_t je;
+  json_t *j = json_loadb(text, len, 0, &je);
+  if (!j) {
+    snprintf(why, whylen, "not JSON (line %d: %s)", je.line, je.text);
+    return -1;
+  }
+  json_t *list = j;
+  if (json_is_object(j)) {
+    json_t *c = json_object_get(j, "cases");
+    if (!c) c = json_object_get(j, "results");
+    list = c ? c : NULL;
+  }
+  int n = 0, rc = 0;
+  if (!list) {
+    rc = cmd_parse_case(j, 0, &out[0], why, whylen);
+    n = 1;
+  } else if (!json_is_array(list) || json_array_size(list) == 0) {
+    snprintf(why, whylen, "the list of cases is empty or not a list");
+    rc = -1;
+  } else if ((int)json_array_size(list) > max) {
+    snprintf(why, whylen, "more than %d cases", max);
+    rc = -1;
+  } else {
+    for (size_t i = 0; i < json_array_size(list) && rc == 0; i++, n++)
+      rc = cmd_parse_case(json_array_get(list, i), (int)i, &out[i], why, whylen);
+  }
+  json_decref(j);
+  return rc ? -1 : n;
+}
+
+/* ---- one pass */
+
+/* Status of a command that did not succeed in phase p. */
+static cmd_status cmd_phase_failure(int p) {
+  return p == KA_CMD_COMPILE       ? KERNELARENA__V1__STATUS__COMPILE_ERROR
+         : p == KA_CMD_CORRECTNESS ? KERNELARENA__V1__STATUS__INCORRECT
+                                   : KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+}
+
+/* Runs the commands of phase p; 0 if all succeeded, else 1 with the verdict in *ps. */
+static int cmd_phase(const ka_task *t, const char *workdir, int p, double end, cmd_pass *ps) {
+  const ka_command_spec *c = t->command;
+  for (int i = 0; i < c->ncommands[p]; i++) {
+    double left = end - ka_now_s(), to = c->timeout_s[p] < left ? c->timeout_s[p] : left;
+    if (to < 0.1) to = 0.1;
+    cmd_outcome o;
+    double t0 = ka_now_s();
+    if (cmd_run(workdir, c->commands[p][i], to, &o) != KA_OK) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "cannot start a command: %s",
+              strerror(errno));
+      return 1;
+    }
+    ka_sb_printf(&ps->log, "[kernelarena] %s: $ %s  (exit %d, %.2f s)\n", cmd_phase_name[p],
+                 c->commands[p][i], o.exit_code, ka_now_s() - t0);
+    size_t olen = strlen(o.output);
+    ka_sb_append(&ps->log, o.output, olen < CMD_LOG_PER_COMMAND ? olen : CMD_LOG_PER_COMMAND);
+    if (olen && o.output[olen - 1] != '\n') ka_sb_puts(&ps->log, "\n");
+    int fails = cmd_output_fails(o.output);
+    free(o.output);
+    char what[PATH_MAX];
+    if (ka_command_harness_changed(t, workdir, what, sizeof what)) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__FLAGGED,
+              "the harness file %s was changed or removed during the %s command: only the "
+              "editable files may change",
+              what, cmd_phase_name[p]);
+      return 1;
+    }
+    if (o.timed_out) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__TIMEOUT,
+              "the %s command `%s` did not finish within its deadline (%.0f s) and was killed",
+              cmd_phase_name[p], c->commands[p][i], to);
+      return 1;
+    }
+    if (o.exit_code == 125) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the sandbox of a command failed");
+      return 1;
+    }
+    if (o.exit_code != 0) {
+      cmd_set(ps,
+              o.exit_code > 128 && p != KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__RUNTIME_ERROR
+                                                       : cmd_phase_failure(p),
+              o.exit_code > 128 ? "the %s command `%s` was killed by signal %d (%s)"
+                                : "the %s command `%s` exited with code %d%s",
+              cmd_phase_name[p], c->commands[p][i],
+              o.exit_code > 128 ? o.exit_code - 128 : o.exit_code,
+              o.exit_code > 128 ? strsignal(o.exit_code - 128) : "");
+      return 1;
+    }
+    if (fails) {
+      cmd_set(ps,
+              p == KA_CMD_COMPILE ? KERNELARENA__V1__STATUS__COMPILE_ERROR
+                                  : KERNELARENA__V1__STATUS__INCORRECT,
+              "the output of the %s command `%s` reports a failure (FAIL/FAILED)",
+              cmd_phase_name[p], c->commands[p][i]);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Checks build/<phase>_report.json of a compile or correctness phase when present. */
+static int cmd_check_status_report(const char *workdir, int p, cmd_pass *ps) {
+  char rel[64], why[512] = "";
+  snprintf(rel, sizeof rel, "build/%s_report.json", cmd_phase_name[p]);
+  int present;
+  json_t *j = cmd_read_json(workdir, rel, &present, why, sizeof why);
+  if (!present) return 0;
+  int r = j ? cmd_status_report(j, rel, why, sizeof why) : -1;
+  json_decref(j);
+  if (r == 0) return 0;
+  cmd_set(ps, cmd_phase_failure(p == KA_CMD_COMPILE ? p : KA_CMD_CORRECTNESS), "%s%s", why,
+          r < 0 ? " (malformed report)" : "");
+  return 1;
+}
+
+/* Reads the performance report: build/performance_report.json, else
+ * perf/benchmark_results.json. */
+static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
+  static const char *const rels[] = {"build/performance_report.json", "perf/benchmark_results.json",
+                                     NULL};
+  for (int k = 0; rels[k]; k++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", workdir, rels[k]);
+    if (access(path, F_OK) != 0) continue;
+    char *text, why[512] = "";
+    size_t len;
+    if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "%s cannot be read", rels[k]);
+      return 1;
+    }
+    int n = ka_cmd_parse_perf(text, len, ps->cases, CMD_MAX_CASES, why, sizeof why);
+    free(text);
+    if (n < 0) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "malformed performance report %s: %s",
+              rels[k], why);
+      return 1;
+    }
+    ps->ncases = n;
+    return 0;
+  }
+  cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR,
+          "the performance commands wrote no report (build/performance_report.json or "
+          "perf/benchmark_results.json)");
+  return 1;
+}
+
+/* One pass in a fresh workdir: the folder, the job's files (NULL: the baseline's), the
+ * three phases and their reports. ps->status is OK when all passed. */
+static void cmd_run_pass(const ka_exec_config *cfg, const ka_task *t,
+                         const Kernelarena__V1__Job *files, double end, cmd_pass *ps) {
+  char workdir[PATH_MAX];
+  snprintf(workdir, sizeof workdir, "%s/ka-cmd-XXXXXX", cfg->tmp_dir);
+  ps->status = CMD_OK;
+  if (!mkdtemp(workdir)) {
+    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp %s: %s", workdir, strerror(errno));
+    return;
+  }
+  if (cmd_copy_tree(t->dir, workdir, "") != KA_OK || cmd_write_files(workdir, files) != KA_OK) {
+    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "cannot copy the task folder into %s",
+            workdir);
+  } else {
+    int stop = 0;
+    for (int p = 0; p < KA_CMD_NPHASES && !stop; p++) {
+      stop = cmd_phase(t, workdir, p, end, ps);
+      if (!stop && p != KA_CMD_PERFORMANCE) stop = cmd_check_status_report(workdir, p, ps);
+    }
+    if (!stop) cmd_check_perf(workdir, ps);
+  }
+  ka_rmtree(workdir);
+}
+
+/* ---- the baseline, once per (task version, device) */
+
+typedef struct cmd_base {
+  char key[128];
+  ka_cmd_case cases[CMD_MAX_CASES];
+  int ncases;
+} cmd_base;
+#define CMD_BASE_MAX 256
+static cmd_base cmd_bases[CMD_BASE_MAX];
+static int cmd_nbases;
+static pthread_mutex_t cmd_bases_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int cmd_base_find(const char *key, cmd_base *out) {
+  pthread_mutex_lock(&cmd_bases_mu);
+  int found = 0;
+  for (int i = 0; i < cmd_nbases && !found; i++)
+    if (!strcmp(cmd_bases[i].key, key)) *out = cmd_bases[i], found = 1;
+  pthread_mutex_unlock(&cmd_bases_mu);
+  return found;
+}
+
+static void cmd_base_put(const cmd_base *b) {
+  pthread_mutex_lock(&cmd_bases_mu);
+  int found = 0;
+  for (int i = 0; i < cmd_nbases && !found; i++) found = !strcmp(cmd_bases[i].key, b->key);
+  if (!found && cmd_nbases < CMD_BASE_MAX) cmd_bases[cmd_nbases++] = *b;
+  pthread_mutex_unlock(&cmd_bases_mu);
+}
+
+/* The baseline's times for t on dev: cached, or measured now. 0, or 1 with res set. */
+static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                        const ka_task *t, double end, cmd_base *b, ka_sb *log,
+                        Kernelarena__V1__Result *res) {
+  memset(b, 0, sizeof *b);
+  snprintf(b->key, sizeof b->key, "%s|%s:%d", t->version, dev->backend, (int)dev->index);
+  if (cmd_base_find(b->key, b)) {
+    ka_sb_printf(log, "[kernelarena] baseline: cached for task version %s on %s:%d\n", t->version,
+                 dev->backend, (int)dev->index);
+    return 0;
+  }
+  cmd_pass *ps = calloc(1, sizeof *ps);
+  if (!ps) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
+  cmd_run_pass(cfg, t, NULL, end, ps);
+  if (ps->status != CMD_OK) {
+    char msg[1400];
+    snprintf(msg, sizeof msg, "the task's own baseline failed on this executor: %s", ps->message);
+    res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+    res->message = strdup(msg);
+    ka_sb_puts(log, "[kernelarena] baseline pass:\n");
+    if (ps->log.s) ka_sb_puts(log, ps->log.s);
+    ka_sb_free(&ps->log);
+    free(ps);
+    return 1;
+  }
+  b->ncases = ps->ncases;
+  memcpy(b->cases, ps->cases, sizeof ps->cases);
+  ka_sb_printf(log,
+               "[kernelarena] baseline: measured now (%d case%s), kept for this task version\n",
+               b->ncases, b->ncases == 1 ? "" : "s");
+  ka_sb_free(&ps->log);
+  free(ps);
+  cmd_base_put(b);
+  return 0;
+}
+
+/* ---- the result */
+
+/* Fills res's cases from the candidate's pass and the baseline; 0, or 1 (a count of
+ * cases other than the baseline's) with the verdict set. */
+static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Result *res) {
+  if (ps->ncases != b->ncases) { /* the mean must be over the cases the baseline has */
+    char msg[200];
+    snprintf(msg, sizeof msg, "the performance report has %d case%s, the baseline's %d", ps->ncases,
+             ps->ncases == 1 ? "" : "s", b->ncases);
+    res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+    res->message = strdup(msg);
+    return 1;
+  }
+  res->cases = calloc((size_t)ps->ncases, sizeof *res->cases);
+  if (!res->cases) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
+  double sum = 0;
+  for (int i = 0; i < ps->ncases; i++) {
+    const ka_cmd_case *c = &ps->cases[i];
+    double base = c->base_ms;
+    for (int k = 0; !(base > 0) && k < b->ncases; k++)
+      if (!strcmp(b->cases[k].name, c->name)) base = b->cases[k].ms;
+    if (!(base > 0)) base = b->cases[i].ms; /* same count: the case at the same position */
+    Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
+    if (!cr) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
+    kernelarena__v1__case_result__init(cr);
+    res->cases[res->n_cases++] = cr;
+    cr->name = strdup(c->name);
+    cr->candidate_ms = c->ms;
+    cr->baseline_ms = base;
+    if (!(base > 0)) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "the performance report's case %s is not in the baseline's",
+               c->name);
+      res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+      res->message = strdup(msg);
+      return 1;
+    }
+    cr->correct = 1;
+    cr->speedup = base / c->ms;
+    sum += cr->speedup;
+  }
+  /* the seed's score: 120 + 100 x the arithmetic mean of the per-case speedups, carried
+   * in geomean_speedup so that the reward is the same function for every task */
+  res->geomean_speedup = ps->ncases ? sum / ps->ncases : 0;
+  res->status = CMD_OK;
+  return 0;
+}
+
+void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                         const Kernelarena__V1__Job *job, const ka_task *t,
+                         Kernelarena__V1__Result *res) {
+  double t0 = ka_now_s();
+  ka_sb log = {0};
+  ka_sb_printf(&log,
+               "[kernelarena] integrity: %s (the task's own scripts compile, check and time the "
+               "submitted code, which runs beside them: docs/integrity.md)\n",
+               KA_INTEGRITY_TASK_HARNESS);
+  if (strcmp(t->version, job->task_version)) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "task %s differs between server (%s) and executor (%s)", t->id,
+             job->task_version, t->version);
+    res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+    res->message = strdup(msg);
+  } else {
+    double budget = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
+    cmd_base b;
+    if (!cmd_baseline(cfg, dev, t, ka_now_s() + budget, &b, &log, res)) {
+      cmd_pass *ps = calloc(1, sizeof *ps);
+      if (!ps) {
+        res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+      } else {
+        cmd_run_pass(cfg, t, job, ka_now_s() + budget, ps);
+        if (ps->log.s) ka_sb_puts(&log, ps->log.s);
+        if (ps->status == CMD_OK) {
+          cmd_score(ps, &b, res);
+        } else {
+          res->status = ps->status;
+          res->message = strdup(ps->message);
+        }
+        ka_sb_free(&ps->log);
+        free(ps);
+      }
+    }
+  }
+  if (res->message && *res->message)
+    ka_sb_printf(&log, "[kernelarena] verdict: %s\n", res->message);
+  res->runtime_log = ka_sb_take(&log);
+  res->wall_s = ka_now_s() - t0;
+}

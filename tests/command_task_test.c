@@ -1,0 +1,207 @@
+/* Command tasks (issue 19): loading config.yaml folders (common/task_command.c), the
+ * harness check, and the performance report rules (gpuexec/daemon/command.c).
+ * usage: command_task_test SOURCE_DIR */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "command.h"
+#include "ka_check.h"
+#include "ka_common.h"
+#include "task.h"
+#include "task_command.h"
+
+static char g_tmp[PATH_MAX];
+
+/* Writes text to g_tmp/rel (creating folders). */
+static void put(const char *rel, const char *text) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", g_tmp, rel);
+  char *slash = strrchr(path, '/');
+  *slash = 0;
+  ka_mkdirs(path);
+  *slash = '/';
+  ka_write_file(path, text, strlen(text));
+}
+
+#define GOOD_CONFIG                                                                        \
+  "source_file_path: k.py\ncompile_command: [\"true\"]\ncorrectness_command: [\"true\"]\n" \
+  "performance_command: [\"true\"]\nplatform_support: [cpu, nvidia]\n"
+
+static void test_fixture(const char *src) {
+  char root[PATH_MAX];
+  snprintf(root, sizeof root, "%s/tests/fixtures/command/tasks", src);
+  ka_registry *r = NULL;
+  char err[512] = "";
+  int rc = ka_registry_load(root, 0, &r, err, sizeof err);
+  check(rc == KA_OK && r && r->ntasks == 2, "fixture loads", "rc %d, %d tasks, %s", rc,
+        r ? r->ntasks : -1, err);
+  const ka_task *t = r ? ka_registry_find(r, "suite/demo/sum_py") : NULL;
+  check(t && t->command, "suite/demo/sum_py is a command task", "%p", (void *)t);
+  if (!t || !t->command) {
+    ka_registry_free(r);
+    return;
+  }
+  const ka_command_spec *c = t->command;
+  check(!strcmp(t->mode, "command") && !strcmp(t->type, "python2python") &&
+            !strcmp(t->language, "python"),
+        "mode, type, language", "%s %s %s", t->mode, t->type, t->language);
+  check(
+      t->neditable == 1 && !strcmp(t->editable[0], "kernel.py") && !strcmp(t->source, "kernel.py"),
+      "editable set = source_file_path", "%d %s", t->neditable, t->editable[0]);
+  check(ka_task_is_editable(t, "kernel.py") && !ka_task_is_editable(t, "scripts/check.py") &&
+            !ka_task_is_editable(t, "config.yaml"),
+        "a harness file is not editable (a step naming one is refused)", "%s", t->editable[0]);
+  check(t->nbackends == 1 && !strcmp(t->backends[0], "host"), "platform_support [cpu] -> host",
+        "%d", t->nbackends);
+  check(c->ncommands[0] == 1 && c->ncommands[1] == 1 && c->ncommands[2] == 1 &&
+            !strcmp(c->commands[2][0], "python3 scripts/bench.py"),
+        "the three commands", "%d %d %d", c->ncommands[0], c->ncommands[1], c->ncommands[2]);
+  check(
+      c->timeout_s[0] == 30 && c->timeout_s[1] == 5 && c->timeout_s[2] == 30 && t->timeout_s == 65,
+      "the *_timeout of each phase, their sum the task's", "%g %g %g %g", c->timeout_s[0],
+      c->timeout_s[1], c->timeout_s[2], t->timeout_s);
+  int has_kernel = 0, has_config = 0;
+  for (int i = 0; i < c->nharness; i++) {
+    has_kernel |= !strcmp(c->harness[i], "kernel.py");
+    has_config |= !strcmp(c->harness[i], "config.yaml");
+  }
+  check(c->nharness == 5 && has_config && !has_kernel,
+        "harness: config.yaml and the 4 scripts, not the editable file", "%d", c->nharness);
+  check(t->version && strlen(t->version) == 16, "version: 16 hex digits", "%s", t->version);
+  check(c->ntargets == 1 && !strcmp(c->targets[0], "row_sum") && strstr(t->prompt, "row_sum"),
+        "target_kernel_functions, in the prompt", "%d", c->ntargets);
+  char path[PATH_MAX], what[PATH_MAX] = "";
+  check(!strcmp(ka_task_baseline_path(t, "kernel.py", path, sizeof path) + strlen(t->dir),
+                "/kernel.py"),
+        "the baseline file is the folder's own", "%s", path);
+  check(ka_command_harness_changed(t, t->dir, what, sizeof what) == 0, "harness unchanged", "%s",
+        what);
+  const ka_task *g = ka_registry_find(r, "suite/demo/gpu_only");
+  check(g && g->nbackends == 1 && !strcmp(g->backends[0], "cuda"),
+        "platform_support [nvidia] -> cuda", "%d", g ? g->nbackends : -1);
+  ka_registry_free(r);
+}
+
+static void test_bad_configs(void) {
+  static const struct {
+    const char *name, *config, *want;
+  } bad[] = {
+      {"not_yaml", "source_file_path: [k.py\n", "config.yaml:"},
+      {"no_perf", "source_file_path: k.py\ncorrectness_command: [\"true\"]\n",
+       "performance_command is missing"},
+      {"no_source", "compile_command: [\"true\"]\nperformance_command: [\"true\"]\n",
+       "source_file_path must name"},
+      {"unsafe", "source_file_path: ../k.py\nperformance_command: [\"true\"]\n",
+       "not a safe relative path"},
+      {"bad_timeout", GOOD_CONFIG "performance_timeout: soon\n", "*_timeout must be a number"},
+      {"missing_file", "source_file_path: other.py\nperformance_command: [\"true\"]\n",
+       "source_file_path other.py is missing"},
+      {"bad_command", "source_file_path: k.py\nperformance_command: {a: b}\n",
+       "must be a string or a list"},
+  };
+  int n = (int)(sizeof bad / sizeof bad[0]);
+  for (int i = 0; i < n; i++) {
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "bad/%s/config.yaml", bad[i].name);
+    put(rel, bad[i].config);
+    snprintf(rel, sizeof rel, "bad/%s/k.py", bad[i].name);
+    put(rel, "x = 1\n");
+    char dir[PATH_MAX], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/bad/%s", g_tmp, bad[i].name);
+    ka_task *t = NULL;
+    int rc = ka_command_task_load(dir, bad[i].name, &t, err, sizeof err);
+    check(rc == KA_EPARSE && !t && strstr(err, bad[i].want), bad[i].name, "rc %d: %s", rc, err);
+  }
+  /* a good task beside them, with a stale report and a cache folder: skip_bad keeps the
+   * good one (nothing lost), without skip_bad the registry refuses */
+  put("bad/good/config.yaml", GOOD_CONFIG);
+  put("bad/good/k.py", "x = 1\n");
+  put("bad/good/build/performance_report.json", "[]");
+  put("bad/good/__pycache__/k.cpython-311.pyc", "junk");
+  char root[PATH_MAX], err[512] = "";
+  snprintf(root, sizeof root, "%s/bad", g_tmp);
+  ka_registry *r = NULL;
+  int rc = ka_registry_load(root, 0, &r, err, sizeof err);
+  check(rc == KA_EPARSE && !r, "registry with bad tasks: refused without skip_bad", "rc %d: %s", rc,
+        err);
+  rc = ka_registry_load(root, 1, &r, err, sizeof err);
+  const ka_task *t = r ? ka_registry_find(r, "good") : NULL;
+  check(rc == KA_OK && r->ntasks == 1 && t, "skip_bad: the good task is kept", "rc %d, %d", rc,
+        r ? r->ntasks : -1);
+  if (t) {
+    check(t->command->nharness == 1 && !strcmp(t->command->harness[0], "config.yaml"),
+          "a stale report and __pycache__ are not harness", "%d", t->command->nharness);
+    check(t->nbackends == 2, "platform_support [cpu, nvidia]: host and cuda", "%d", t->nbackends);
+    char what[PATH_MAX] = "";
+    put("bad/good/config.yaml", GOOD_CONFIG "# changed\n");
+    check(ka_command_harness_changed(t, t->dir, what, sizeof what) == 1 &&
+              !strcmp(what, "config.yaml"),
+          "a changed harness file is named", "%s", what);
+  }
+  ka_registry_free(r);
+}
+
+static void test_perf_reports(void) {
+  ka_cmd_case cs[8];
+  char why[512] = "";
+  const char *s =
+      "[{\"name\":\"a\",\"execution_time_ms\":2},{\"name\":\"b\","
+      "\"execution_time_ms\":\"4.5\"}]";
+  int n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 2 && cs[0].ms == 2 && cs[1].ms == 4.5 && !strcmp(cs[1].name, "b"),
+        "list, execution_time_ms (number or numeric string)", "%d %s", n, why);
+  s = "{\"results\":[{\"case\":\"x\",\"timing_ms\":{\"mean\":3,\"std\":1}}]}";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 1 && cs[0].ms == 3 && !strcmp(cs[0].name, "x"), "results, timing_ms.mean", "%d %s", n,
+        why);
+  s = "{\"cases\":[{\"shape\":[4,8],\"ori_time\":2,\"opt_time\":1}]}";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 1 && cs[0].ms == 1 && cs[0].base_ms == 2 && !strcmp(cs[0].name, "[4,8]"),
+        "cases, ori_time/opt_time, a shape as the name", "%d %s %s", n, cs[0].name, why);
+  s = "{\"execution_time_ms\": 7, \"wall_time_ms\": 1}";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 1 && cs[0].ms == 7, "one object; device time preferred over a wall key", "%d %s", n,
+        why);
+  s = "[{\"name\":\"a\",\"wall_clock_ms\":1}]";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == -1 && strstr(why, "wall-clock") && strstr(why, "wall_clock_ms"),
+        "only a host wall-clock key: refused", "%s", why);
+  static const char *const bad[] = {"",
+                                    "{",
+                                    "[]",
+                                    "{\"cases\": 3}",
+                                    "[{\"name\":\"a\"}]",
+                                    "[{\"execution_time_ms\": -1}]",
+                                    "[{\"execution_time_ms\": \"fast\"}]",
+                                    "[1]",
+                                    NULL};
+  for (int i = 0; bad[i]; i++) {
+    why[0] = 0;
+    n = ka_cmd_parse_perf(bad[i], strlen(bad[i]), cs, 8, why, sizeof why);
+    check(n == -1 && why[0], "malformed report refused", "'%s': %s", bad[i], why);
+  }
+  char big[2048] = "[";
+  for (int i = 0; i < 9; i++) strcat(big, i ? ",{\"time_ms\":1}" : "{\"time_ms\":1}");
+  strcat(big, "]");
+  n = ka_cmd_parse_perf(big, strlen(big), cs, 8, why, sizeof why);
+  check(n == -1 && strstr(why, "more than 8"), "more cases than room: refused", "%s", why);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: command_task_test SOURCE_DIR\n");
+    return 2;
+  }
+  snprintf(g_tmp, sizeof g_tmp, "/tmp/ka-command-task-XXXXXX");
+  if (!mkdtemp(g_tmp)) return 2;
+  test_fixture(argv[1]);
+  test_bad_configs();
+  test_perf_reports();
+  ka_rmtree(g_tmp);
+  printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
+  return ka_check_fail ? 1 : 0;
+}
