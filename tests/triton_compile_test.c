@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -214,6 +215,33 @@ static void tc_faults(const ka_task *gelu) {
             !strstr(log, "hello from the submission\n"),
         "top-level statement refused", "rc=%s log=%s", ka_strerror(rc), log ? log : "");
   free(log), log = NULL;
+  /* code in what a def evaluates (a default, an annotation, a decorator's argument) is
+   * refused before anything runs (review 2026-12-01: a default of
+   * __import__("sys").exit(125) made the compile an INFRA_ERROR) */
+  static const char *const in_def[][2] = {
+      {"@triton.jit\ndef gelu_kernel(x_ptr, y_ptr, n=__import__('os').system('touch "
+       "/tmp/ka_triton_pwned2'), BLOCK: tl.constexpr = 4):\n    pass\n",
+       "defaults of 'gelu_kernel' must be literals"},
+      {"@triton.jit\ndef gelu_kernel(x_ptr: __import__('os').system('touch "
+       "/tmp/ka_triton_pwned2'), "
+       "y_ptr, n, BLOCK: tl.constexpr):\n    pass\n",
+       "must name a type"},
+      {"@triton.jit(do_not_specialize=[__import__('os').system('touch /tmp/ka_triton_pwned2')])\n"
+       "def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    pass\n",
+       "must be literal keywords"},
+      {"X: __import__('os').system('touch /tmp/ka_triton_pwned2') = 1\n", "must name a type"},
+  };
+  for (size_t i = 0; i < sizeof in_def / sizeof in_def[0]; i++) {
+    char srcbuf[1024];
+    snprintf(srcbuf, sizeof srcbuf, "import triton\nimport triton.language as tl\n\n\n%s",
+             in_def[i][0]);
+    rc = tc_build(gelu, tc_gelu_plan, srcbuf, "indef", 60, &b, &n, &cached, &log, err, sizeof err);
+    check(rc == KA_ECOMPILE && log && strstr(log, in_def[i][1]) &&
+              access("/tmp/ka_triton_pwned2", F_OK) != 0,
+          "code in a def refused", "want '%s': rc=%s log=%s", in_def[i][1], ka_strerror(rc),
+          log ? log : "");
+    free(log), log = NULL;
+  }
   /* the plan names a kernel the source does not define */
   const char *other =
       "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
@@ -273,6 +301,75 @@ static void tc_faults(const ka_task *gelu) {
   ka_plan_free(p);
   free(b1), free(b2), free(b3), free(text);
   unsetenv("KA_TRITON_CACHE");
+}
+
+/* Runs ka_triton_build with a stand-in driver (KA_TRITON_DRIVER) of the given Python
+ * text, in workdir NAME; returns its code, the log in *log (caller frees). */
+static int tc_standin(const ka_task *gelu, const char *name, const char *text, char **log) {
+  char wd[PATH_MAX], drv[PATH_MAX + 16], err[1024];
+  tc_workdir(name, wd, sizeof wd);
+  snprintf(drv, sizeof drv, "%s/driver.py", wd);
+  ka_write_file(drv, text, strlen(text));
+  setenv("KA_TRITON_DRIVER", drv, 1);
+  void *b = NULL;
+  size_t n = 0;
+  int cached = 0;
+  char *src = tc_read(gelu->dir, gelu->source);
+  ka_plan *p = tc_plan(gelu, tc_gelu_plan);
+  ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
+  int rc = p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, log, err, sizeof err)
+             : KA_EPARSE;
+  ka_plan_free(p);
+  unsetenv("KA_TRITON_DRIVER");
+  free(src);
+  free(b);
+  return rc;
+}
+
+/* Whatever the process of the compile does, after it started it is the submission's:
+ * the exit codes our own launch uses (125 sandbox, 127 exec) are a COMPILE_ERROR from
+ * it, an exit 0 without the outputs too, and a process it leaves (fds closed, not in a
+ * session of its own) is gone when the compile returns (review 2026-12-01). */
+static void tc_exits(const ka_task *gelu) {
+  char *log = NULL;
+  int rc = tc_standin(gelu, "exit125", "import sys\nsys.exit(125)\n", &log);
+  check(rc == KA_ECOMPILE, "driver exit 125: the submission's COMPILE_ERROR", "rc=%s",
+        ka_strerror(rc));
+  free(log), log = NULL;
+  rc = tc_standin(gelu, "exit127", "import os\nos._exit(127)\n", &log);
+  check(rc == KA_ECOMPILE, "driver exit 127: COMPILE_ERROR", "rc=%s", ka_strerror(rc));
+  free(log), log = NULL;
+  rc = tc_standin(gelu, "exit0", "import os\nos._exit(0)\n", &log);
+  check(rc == KA_ECOMPILE, "driver exit 0 without outputs: COMPILE_ERROR", "rc=%s",
+        ka_strerror(rc));
+  free(log), log = NULL;
+  /* (the compile's folder is the one it may write: tc_standin's workdir, its cwd) */
+  char pidfile[PATH_MAX + 16];
+  snprintf(pidfile, sizeof pidfile, "%s/leftover/left.pid", tc_tmp);
+  const char *text =
+      "import os, time\n"
+      "if os.fork() == 0:\n"
+      "    open('left.pid', 'w').write(str(os.getpid()))\n"
+      "    os.close(1); os.close(2)\n"
+      "    time.sleep(60)\n"
+      "    os._exit(0)\n"
+      "time.sleep(0.5)\n"
+      "os._exit(0)\n";
+  rc = tc_standin(gelu, "leftover", text, &log);
+  char *pid_text = NULL;
+  size_t plen = 0;
+  long pid = ka_read_file(pidfile, 64, &pid_text, &plen) == KA_OK ? strtol(pid_text, NULL, 10) : 0;
+  int alive = pid > 0 && kill((pid_t)pid, 0) == 0;
+  /* a zombie waiting for its reaper counts as gone */
+  char stat[64], state = 0;
+  snprintf(stat, sizeof stat, "/proc/%ld/stat", pid);
+  FILE *f = alive ? fopen(stat, "r") : NULL;
+  if (f && fscanf(f, "%*d %*s %c", &state) == 1 && state == 'Z') alive = 0;
+  if (f) fclose(f);
+  check(rc == KA_ECOMPILE && pid > 0 && !alive, "a process the compile left is killed",
+        "rc=%s pid %ld %s", ka_strerror(rc), pid, alive ? "STILL RUNS" : "gone");
+  free(pid_text);
+  free(log);
 }
 
 /* The compile process's sandbox, seen from inside: a stand-in driver (KA_TRITON_DRIVER)
@@ -449,6 +546,7 @@ int main(int argc, char **argv) {
       tc_plan_fields(gelu);
       tc_scratch(gelu);
       tc_sandbox(gelu);
+      tc_exits(gelu);
       tc_faults(gelu);
     }
   }

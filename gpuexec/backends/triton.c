@@ -146,12 +146,19 @@ static void tr_close_from(int lo) {
 
 /* Runs `python driver request.json out` in workdir, sandboxed (ka_sandbox_compiler: the
  * C compiler's sandbox), with an environment of its own, output into *log (at most
- * TR_LOG_KEEP kept); its process group is killed at timeout_s. Returns KA_OK (exit 0),
- * KA_ECOMPILE (it failed), KA_ETIMEDOUT, KA_EUNAVAIL (the program is missing) or KA_ESYS. */
+ * TR_LOG_KEEP kept); its process group is killed when it ends, and at timeout_s.
+ * Returns KA_OK (exit 0), KA_ECOMPILE (any other end: the submission's Python runs in
+ * there, so its exit status is not ours to read), KA_ETIMEDOUT, and only for what
+ * happened before the driver started (told on a close-on-exec status pipe, which the
+ * driver never holds): KA_EUNAVAIL (the Python is missing) or KA_ESYS (the sandbox). */
 static int tr_run(const char *python, const char *driver, const char *workdir, double timeout_s,
                   char **log) {
-  int pfd[2];
+  int pfd[2], sfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return KA_ESYS;
+  if (pipe2(sfd, O_CLOEXEC) != 0) {
+    close(pfd[0]), close(pfd[1]);
+    return KA_ESYS;
+  }
   char e_home[PATH_MAX + 8], e_tmp[PATH_MAX + 8], e_cache[PATH_MAX + 24], e_th[PATH_MAX + 16];
   snprintf(e_home, sizeof e_home, "HOME=%s", workdir);
   snprintf(e_tmp, sizeof e_tmp, "TMPDIR=%s", workdir);
@@ -175,28 +182,38 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
   char *argv[] = {(char *)python, "-s", (char *)driver, "request.json", "out", NULL};
   pid_t pid = fork();
   if (pid < 0) {
-    close(pfd[0]), close(pfd[1]);
+    close(pfd[0]), close(pfd[1]), close(sfd[0]), close(sfd[1]);
     return KA_ESYS;
   }
   if (pid == 0) {
     setpgid(0, 0);
     dup2(pfd[1], 1);
     dup2(pfd[1], 2);
+    /* the status pipe as fd 3, close-on-exec: what it says comes from here, never from
+     * the driver */
+    if (sfd[1] == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) != 0 : dup3(sfd[1], 3, O_CLOEXEC) != 3)
+      _exit(126);
     /* submitted Python runs in here at compile time (definitions, constexpr evaluation):
      * none of the runner's descriptors (the result channel, tensor memfds, the device
      * lock) may reach it */
-    tr_close_from(3);
-    if (chdir(workdir) != 0) _exit(126);
+    tr_close_from(4);
+    if (chdir(workdir) != 0) {
+      (void)!write(3, "S", 1);
+      _exit(126);
+    }
     char err[256];
     if (ka_sandbox_compiler(workdir, err, sizeof err) != KA_OK) {
       dprintf(2, "[kernelarena] sandbox of the triton compiler: %s\n", err);
+      (void)!write(3, "S", 1);
       _exit(125);
     }
     execve(python, argv, envp);
     dprintf(2, "[kernelarena] cannot run %s: %s\n", python, strerror(errno));
+    (void)!write(3, "E", 1);
     _exit(127);
   }
   close(pfd[1]);
+  close(sfd[1]);
   ka_sb sb = {0};
   double deadline = ka_now_s() + timeout_s;
   int timed_out = 0;
@@ -220,13 +237,20 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
   int st;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
-  /* ptxas, started by the driver, dies with the group: wait until it is gone, so that
-   * the supervisor does not count it as left behind by the submission */
-  for (int i = 0; timed_out && i < 2000 && kill(-pid, 0) == 0; i++) usleep(1000);
+  /* whatever the driver left in its group (ptxas; a process of the submission's Python
+   * that outlived it, which would run on through the timed calls) dies now: wait until
+   * it is gone, so that the supervisor does not count it as left behind */
+  kill(-pid, SIGKILL);
+  for (int i = 0; i < 2000 && kill(-pid, 0) == 0; i++) usleep(1000);
+  char why = 0;
+  ssize_t sn;
+  while ((sn = read(sfd[0], &why, 1)) < 0 && errno == EINTR) {
+  }
+  close(sfd[0]);
   *log = ka_sb_take(&sb);
+  if (sn == 1 && why == 'E') return KA_EUNAVAIL;
+  if (sn == 1) return KA_ESYS;
   if (timed_out) return KA_ETIMEDOUT;
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 127) return KA_EUNAVAIL;
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 125) return KA_ESYS;
   return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? KA_OK : KA_ECOMPILE;
 }
 
@@ -259,14 +283,15 @@ static void tr_put_str(ka_sb *sb, const char *s) {
 }
 
 /* Reads workdir/out/meta.txt and the cubins into a bundle (sb). KA_OK or KA_ECOMPILE
- * (a unit Triton could not give us) with err; KA_EIO when files are missing. */
+ * (a unit Triton could not give us, or files the driver should have written are missing:
+ * the submission's Python ran in it, so that is its compile's failure) with err. */
 static int tr_bundle(const char *workdir, const tr_unit *units, int n, ka_sb *sb, char *err,
                      size_t errlen) {
   char p[PATH_MAX], *meta = NULL;
   size_t mlen = 0;
   snprintf(p, sizeof p, "%s/out/meta.txt", workdir);
   if (ka_read_file(p, 1 << 20, &meta, &mlen) != KA_OK)
-    return ka_seterr(err, errlen, KA_EIO, "the triton driver wrote no meta.txt");
+    return ka_seterr(err, errlen, KA_ECOMPILE, "the triton driver wrote no meta.txt");
   uint32_t ver = 1, cnt = (uint32_t)n;
   tr_put(sb, KA_TRITON_MAGIC, 8);
   tr_put(sb, &ver, 4);
@@ -282,7 +307,7 @@ static int tr_bundle(const char *workdir, const tr_unit *units, int n, ka_sb *sb
                         "name %127s shared %u warps %u ctas %u scratch %llu %u profile %llu coop "
                         "%u pdl %u",
                         sym, &shared, &warps, &ctas, &scratch, &align, &prof, &coop, &pdl) != 9) {
-      rc = ka_seterr(err, errlen, KA_EIO, "meta.txt lacks unit u%d", k);
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "meta.txt lacks unit u%d", k);
       break;
     }
     if (ctas != 1 || coop || pdl || prof)
@@ -294,7 +319,7 @@ static int tr_bundle(const char *workdir, const tr_unit *units, int n, ka_sb *sb
     size_t clen = 0;
     snprintf(p, sizeof p, "%s/out/u%d.cubin", workdir, k);
     if (rc == KA_OK && (ka_read_file(p, TR_MAX_CUBIN, &cubin, &clen) != KA_OK || clen == 0))
-      rc = ka_seterr(err, errlen, KA_EIO, "the triton driver wrote no cubin for unit u%d", k);
+      rc = ka_seterr(err, errlen, KA_ECOMPILE, "the triton driver wrote no cubin for unit u%d", k);
     if (rc == KA_OK) {
       char name[KA_TRITON_NAME_MAX];
       snprintf(name, sizeof name, "%.100s__ka%d", units[k].l->kernel, k);

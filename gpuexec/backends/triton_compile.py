@@ -63,6 +63,39 @@ def is_constant(node):
     return False
 
 
+def is_type_name(node):
+    """An annotation that names a type: NAME or a dotted name (tl.constexpr, tl.tensor)."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def is_literal(node):
+    """A literal, or a list/tuple of literals (a decorator's do_not_specialize=["n"])."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(is_literal(e) for e in node.elts)
+    return is_constant(node)
+
+
+def check_def(where, node):
+    """What Python evaluates when a def runs: its decorators' arguments, its parameters'
+    defaults and annotations. Only literals and type names: the submission's code must
+    not run here (red team 2026-12-01: a default of __import__("sys").exit(125) made the
+    compile an unscored INFRA_ERROR)."""
+    for d in node.decorator_list:
+        if isinstance(d, ast.Call) and (d.args or not all(is_literal(k.value) for k in d.keywords)):
+            fail(f"{where}: the arguments of '{node.name}''s decorator must be literal keywords")
+    a = node.args
+    for p in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+        if p.annotation is not None and not is_type_name(p.annotation):
+            fail(f"{where}: the annotation of parameter '{p.arg}' must name a type (tl.constexpr)")
+    for dflt in a.defaults + [x for x in a.kw_defaults if x is not None]:
+        if not is_constant(dflt):
+            fail(f"{where}: parameter defaults of '{node.name}' must be literals")
+    if node.returns is not None and not is_type_name(node.returns):
+        fail(f"{where}: the return annotation of '{node.name}' must name a type")
+
+
 def check_source(path, text):
     """Top level: imports of triton (and math), constants, @triton.jit functions, docstrings."""
     try:
@@ -83,9 +116,15 @@ def check_source(path, text):
         elif isinstance(node, ast.FunctionDef):
             if not node.decorator_list or not all(is_jit(d) for d in node.decorator_list):
                 fail(f"{where}: function '{node.name}' is not a @triton.jit kernel (no host code runs)")
+            check_def(where, node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if node.value is None or not is_constant(node.value):
                 fail(f"{where}: only constants may be assigned at the top level")
+            if isinstance(node, ast.AnnAssign) and not is_type_name(node.annotation):
+                fail(f"{where}: a top-level annotation must name a type")
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not all(isinstance(t, ast.Name) for t in targets):
+                fail(f"{where}: only plain names may be assigned at the top level")
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             pass  # a docstring
         else:
