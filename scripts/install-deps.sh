@@ -17,6 +17,9 @@ PKGS="$PKGS libgsl-dev chromium"
 # clang (libFuzzer) for the fuzz targets in fuzz/ (scripts/test.sh builds them in build-fuzz);
 # clang-format for the format lane (tests/format_check.sh)
 PKGS="$PKGS clang libclang-rt-14-dev clang-format"
+# OpenMP for clang's builds (ka_exec links OpenMP: refcache.c sizes the references' teams;
+# gcc's libgomp comes with build-essential)
+PKGS="$PKGS libomp-dev"
 # ROCm 5.2 (Debian 12) for the hip backend module (docs/backend-hip.md): the HIP and
 # rocm-smi headers it builds against, and the HIP runtime, hiprtc (in libamdhip64-5),
 # its built-in headers, comgr and the device libraries for the compile-only test.

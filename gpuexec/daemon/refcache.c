@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -197,6 +198,7 @@ typedef struct ref_part {
   ka_refentry *e;
   ka_reference_fn fn;
   int64_t lo, hi;
+  int omp_threads; /* the OpenMP team of a reference's own parallel loops in this part */
   double max[KA_MAX_TENSORS];
   int nonfinite;
 } ref_part;
@@ -221,7 +223,13 @@ static void *ref_part_run(void *arg) {
     ptrs[k] = base + (size_t)off[k] * esz;
   }
   if (t->ref_split >= 0) vals[t->ref_split] = q->hi - q->lo;
+  /* references are built with -fopenmp (reference.c): a reference with parallel loops of
+   * its own gets a team per part, so that the parts together use the cores once, not
+   * once each (review 2026-12-01: 16 parts x 16 threads) */
+  int before = omp_get_max_threads();
+  omp_set_num_threads(q->omp_threads);
   q->fn(ptrs, vals);
+  omp_set_num_threads(before);
   for (int k = 0; k < t->ntensors; k++) {
     if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
     double m = 0;
@@ -267,8 +275,14 @@ static void ref_compute(ka_refentry *e, ka_reference_fn fn, int n) {
   ref_part parts[REF_MAX_PARTS];
   pthread_t th[REF_MAX_PARTS];
   int started[REF_MAX_PARTS] = {0};
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int team = n > 1 ? (int)(ncpu / n) : omp_get_max_threads();
   for (int i = 0; i < n; i++)
-    parts[i] = (ref_part){.e = e, .fn = fn, .lo = rows * i / n, .hi = rows * (i + 1) / n};
+    parts[i] = (ref_part){.e = e,
+                          .fn = fn,
+                          .lo = rows * i / n,
+                          .hi = rows * (i + 1) / n,
+                          .omp_threads = team > 0 ? team : 1};
   for (int i = 1; i < n; i++)
     started[i] = pthread_create(&th[i], NULL, ref_part_run, &parts[i]) == 0;
   for (int i = 0; i < n; i++)
