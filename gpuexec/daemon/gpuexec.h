@@ -58,10 +58,12 @@ void ka_pool_drain(void);
 
 /* The baseline's history (issue 14 item 12, issue 16): the baseline is timed in every
  * evaluation, so its median time for (key: task version, case, device) has a history in
- * this executor. Records ms (a median, milliseconds) under key and returns 1 when it
- * disagrees with the median of the earlier records by more than KA_BASELINE_SPREAD
- * times either way, with *history_ms that median; 0 otherwise (also while fewer than
- * KA_BASELINE_MIN_HISTORY records exist). The last KA_BASELINE_HISTORY records count.
+ * this executor. Returns 1 when ms (a median, milliseconds) disagrees with the median of
+ * key's records by more than KA_BASELINE_SPREAD times either way, with *history_ms that
+ * median; 0 otherwise (also while fewer than KA_BASELINE_MIN_HISTORY records exist).
+ * Records nothing: ka_baseline_record does, for a time that is not FLAGGED (a flagged
+ * time recorded would move the median towards the fault: review 2026-12-01). The last
+ * KA_BASELINE_HISTORY records count.
  * A baseline slower than that, in a case whose speedup exceeds KA_BASELINE_SPEEDUP, is a
  * measurement fault: the evaluation is FLAGGED, never a reward (a baseline slowed 113x by
  * CPU contention once gave reward 1169). Thread safe. */
@@ -72,6 +74,8 @@ void ka_pool_drain(void);
 #define KA_BASELINE_MIN_HISTORY 3
 #define KA_BASELINE_HISTORY 16
 int ka_baseline_outlier(const char *key, double ms, double *history_ms);
+/* Records ms under key (ka_baseline_outlier). Thread safe. */
+void ka_baseline_record(const char *key, double ms);
 
 /* Frees what ka_evaluate put into res and re-initialises it. */
 void ka_result_clear(Kernelarena__V1__Result *res);

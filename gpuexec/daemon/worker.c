@@ -635,21 +635,26 @@ static int wk_cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* key's history (made when make and missing; the oldest key's slot is reused when
+ * full); NULL if none. wk_hist_mu held. */
+static wk_hist *wk_hist_of(const char *key, int make) {
+  if (!wk_hists) wk_hists = calloc(WK_HIST_KEYS, sizeof *wk_hists);
+  if (!wk_hists) return NULL;
+  for (int i = 0; i < wk_nhists; i++)
+    if (!strcmp(wk_hists[i].key, key)) return &wk_hists[i];
+  if (!make) return NULL;
+  static int reuse;
+  wk_hist *h = &wk_hists[wk_nhists < WK_HIST_KEYS ? wk_nhists++ : reuse++ % WK_HIST_KEYS];
+  memset(h, 0, sizeof *h);
+  snprintf(h->key, sizeof h->key, "%s", key);
+  return h;
+}
+
 int ka_baseline_outlier(const char *key, double ms, double *history_ms) {
   *history_ms = 0;
   if (!(ms > 0) || !isfinite(ms)) return 0;
   pthread_mutex_lock(&wk_hist_mu);
-  if (!wk_hists) wk_hists = calloc(WK_HIST_KEYS, sizeof *wk_hists);
-  wk_hist *h = NULL;
-  for (int i = 0; wk_hists && i < wk_nhists && !h; i++)
-    if (!strcmp(wk_hists[i].key, key)) h = &wk_hists[i];
-  if (!h && wk_hists) {
-    /* full: the oldest key's slot is reused, round robin */
-    static int reuse;
-    h = &wk_hists[wk_nhists < WK_HIST_KEYS ? wk_nhists++ : reuse++ % WK_HIST_KEYS];
-    memset(h, 0, sizeof *h);
-    snprintf(h->key, sizeof h->key, "%s", key);
-  }
+  wk_hist *h = wk_hist_of(key, 0);
   int out = 0;
   if (h && h->n >= KA_BASELINE_MIN_HISTORY) {
     double v[KA_BASELINE_HISTORY];
@@ -659,13 +664,20 @@ int ka_baseline_outlier(const char *key, double ms, double *history_ms) {
     *history_ms = med;
     out = ms > KA_BASELINE_SPREAD * med || ms * KA_BASELINE_SPREAD < med;
   }
+  pthread_mutex_unlock(&wk_hist_mu);
+  return out;
+}
+
+void ka_baseline_record(const char *key, double ms) {
+  if (!(ms > 0) || !isfinite(ms)) return;
+  pthread_mutex_lock(&wk_hist_mu);
+  wk_hist *h = wk_hist_of(key, 1);
   if (h) {
     h->ms[h->next] = ms;
     h->next = (h->next + 1) % KA_BASELINE_HISTORY;
     if (h->n < KA_BASELINE_HISTORY) h->n++;
   }
   pthread_mutex_unlock(&wk_hist_mu);
-  return out;
 }
 
 /* An OK result whose baseline disagrees with its history in any case becomes FLAGGED
@@ -682,8 +694,10 @@ static void wk_baseline_check(const ka_task *t, const Kernelarena__V1__Device *d
      * candidate did not slow down with it (the two are timed interleaved): a machine
      * under load slows both, and that is no reason to flag an honest step */
     if (!ka_baseline_outlier(key, cr->baseline_ms, &hist) || !(cr->baseline_ms > hist) ||
-        !(cr->speedup > KA_BASELINE_SPEEDUP) || res->status != KERNELARENA__V1__STATUS__OK)
+        !(cr->speedup > KA_BASELINE_SPEEDUP) || res->status != KERNELARENA__V1__STATUS__OK) {
+      ka_baseline_record(key, cr->baseline_ms);
       continue;
+    }
     char flag[256];
     snprintf(flag, sizeof flag,
              "the baseline's median %.4f ms " KA_FLAG_HISTORY
