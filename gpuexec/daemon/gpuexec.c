@@ -187,6 +187,7 @@ static void *gx_heartbeat_main(void *arg) {
   }
   uint64_t reqid = 0;
   unsigned long told = 0; /* generation already told "not wanted" */
+  int lost = 0;           /* failed dials in a row */
   pthread_mutex_lock(&w->hb.mu);
   while (!atomic_load(&gx_stop)) {
     if (!w->hb.job_id[0]) {
@@ -198,11 +199,11 @@ static void *gx_heartbeat_main(void *arg) {
     unsigned long gen = w->hb.generation;
     pthread_mutex_unlock(&w->hb.mu);
     int wanted = gx_send_heartbeat(sock, w->id, job_id, ++reqid);
-    if (wanted < 0 && gx_reopen(&sock, w->cfg->server_url, 10000)) {
-      fprintf(stderr, "gpuexec: %s: heartbeat socket lost; no more heartbeats\n", w->id);
-      pthread_mutex_lock(&w->hb.mu);
-      break;
-    }
+    /* no answer: a fresh socket for the next one (kept trying every interval: the polls
+     * still tell the server that this worker sends heartbeats) */
+    if (wanted < 0 && gx_reopen(&sock, w->cfg->server_url, 10000) && !lost++)
+      fprintf(stderr, "gpuexec: %s: heartbeat socket: cannot dial again; retrying\n", w->id);
+    if (wanted >= 0) lost = 0;
     if (wanted == 0 && told != gen) {
       told = gen;
       fprintf(stderr, "gpuexec: %s: the server no longer wants job %s\n", w->id, job_id);
