@@ -375,6 +375,17 @@ static void host_why_dead(ka_module *m, char *out, size_t outlen) {
   m->pid = -1;
 }
 
+/* The nonce of the next command: drawn from the kernel's generator for each command, so
+ * that the module, which sees every nonce, cannot tell the next one (splitmix64 of a key
+ * and a counter, as before, is invertible from one nonce: review 2026-12-01) and so
+ * cannot answer a call before it is made. Without getrandom: that mix, counted on. */
+static uint64_t host_nonce(ka_backend_ctx *c) {
+  uint64_t v;
+  ++c->calls;
+  if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = ka_mix64(c->nonce_key, c->calls);
+  return v;
+}
+
 /* Waits until module m has carried out every command sent before: a SYNC, whose reply
  * echoes a per-command nonce (as a call's does). KA_OK; a module that answers anything
  * else, or nothing, is killed (KA_EDEVICE): its next launch finds it gone, the
@@ -383,7 +394,7 @@ static int host_sync(ka_backend_ctx *c, ka_module *m) {
   host_cmd cmd;
   memset(&cmd, 0, sizeof cmd);
   cmd.op = HOST_OP_SYNC;
-  cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
+  cmd.nonce = host_nonce(c);
   host_reply r;
   if (host_send(m, &cmd, -1) == KA_OK && host_recv(m, &r) == KA_OK && r.nonce == cmd.nonce)
     return KA_OK;
@@ -941,7 +952,7 @@ static int host_launch(ka_backend_ctx *c, ka_module *m, const ka_launch *l) {
     snprintf(c->err, sizeof c->err, "%s", why);
     return KA_EDEVICE;
   }
-  cmd.nonce = ka_mix64(c->nonce_key, ++c->calls);
+  cmd.nonce = host_nonce(c);
   double cpu0 = host_cpu_ms(m), wall0 = ka_now_s();
   if (m->have_mark) {
     c->busy_ms += cpu0 - m->cpu_after_ms;
