@@ -122,32 +122,61 @@ struct ka_module {
   int nviews;
 };
 
-/* The largest cache of cpu0 as sysfs reports it, in bytes (index3 is L3 on x86); else
- * sysconf's, else 32 MiB. (sysfs files stat as 4096 bytes whatever they hold, so
- * ka_read_file, which wants the whole stat size, read none of them, and glibc's sysconf,
- * from CPUID, said 320 MiB for the 2-core CI machine's 32 MiB L3: each flush wrote
- * 640 MiB, 70 ms instead of 7.) */
+/* A small sysfs file of cpu's cache index idx ("size", "shared_cpu_list") into txt;
+ * 0 or -1. (sysfs files stat as 4096 bytes whatever they hold: read, not ka_read_file.) */
+static int host_cache_attr(int cpu, int idx, const char *attr, char *txt, size_t len) {
+  char p[160];
+  snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu%d/cache/index%d/%s", cpu, idx, attr);
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, txt, len - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  txt[n] = 0;
+  txt[strcspn(txt, "\n")] = 0;
+  return 0;
+}
+
+#define HOST_MAX_LLCS 64
+
+/* The last-level cache in bytes: every online CPU's largest cache as sysfs reports it,
+ * summed over distinct instances; else sysconf's, else 32 MiB. (glibc's sysconf, from
+ * CPUID, said 320 MiB for the 2-core CI machine's 32 MiB L3: each flush wrote 640 MiB,
+ * 70 ms instead of 7.) */
 static int64_t host_llc_bytes(void) {
-  int64_t best = 0;
-  for (int i = 0; i < 8; i++) {
-    char p[128], txt[64];
-    snprintf(p, sizeof p, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    ssize_t n = read(fd, txt, sizeof txt - 1);
-    close(fd);
-    if (n <= 0) continue;
-    txt[n] = 0;
-    char *end;
-    long long v = strtoll(txt, &end, 10);
-    if (*end == 'K')
-      v *= 1024;
-    else if (*end == 'M')
-      v *= 1024 * 1024;
-    if (v > best) best = v;
+  /* each online CPU's largest cache (index3 is L3 on x86), summed over its distinct
+   * instances (by shared_cpu_list): on a CPU of several chiplets each has an L3 of its
+   * own, and a module's threads may run on any of them (review 2026-12-01) */
+  char seen[HOST_MAX_LLCS][64];
+  int nseen = 0;
+  int64_t total = 0;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int cpu = 0; cpu < ncpu && cpu < 1024; cpu++) {
+    int64_t best = 0;
+    char best_list[64] = "";
+    for (int i = 0; i < 8; i++) {
+      char txt[64], list[64];
+      if (host_cache_attr(cpu, i, "size", txt, sizeof txt)) continue;
+      char *end;
+      long long v = strtoll(txt, &end, 10);
+      if (*end == 'K')
+        v *= 1024;
+      else if (*end == 'M')
+        v *= 1024 * 1024;
+      if (v <= best) continue;
+      best = v;
+      if (host_cache_attr(cpu, i, "shared_cpu_list", list, sizeof list))
+        snprintf(list, sizeof list, "cpu%d", cpu);
+      snprintf(best_list, sizeof best_list, "%s", list);
+    }
+    int dup = 0;
+    for (int k = 0; k < nseen && !dup; k++) dup = !strcmp(seen[k], best_list);
+    if (!best || dup || nseen == HOST_MAX_LLCS) continue;
+    snprintf(seen[nseen++], sizeof seen[0], "%s", best_list);
+    total += best;
   }
-  if (!best) best = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return best > 0 ? best : 32 << 20;
+  if (!total) total = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  return total > 0 ? total : 32 << 20;
 }
 
 static int host_device_count(int *count, char *err, size_t errlen) {
