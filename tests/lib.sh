@@ -5,8 +5,8 @@
 #                       runs on EXIT, INT and TERM (dash runs no EXIT trap on a signal, so
 #                       the signals are trapped explicitly and exit 130 / 143)
 #   cleanup             stops RUN_PID, GX_PID, SRV_PID and every pid in KA_PIDS (SIGTERM,
-#                       SIGKILL to what still runs 5 s later: envctl finishes its request
-#                       on SIGTERM, which never ends once its server is gone), waits for
+#                       SIGKILL to what still runs 5 s later: an agent episode of envctl
+#                       stops its agent first), waits for
 #                       them, calls ka_cleanup_hook if the script defines one, and removes
 #                       WORK (kept, and named, when KA_KEEP_WORK is set)
 #   check DESC CMD...   runs CMD; prints "ok   - DESC" or "FAIL - DESC" (and sets fail=1)

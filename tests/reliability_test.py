@@ -453,18 +453,39 @@ def case_dead_server():
     check(r.returncode == 1 and "cannot reach an envserver" in r.stderr and 1.5 < dt < 8,
           f"envctl health with nothing listening: exit {r.returncode} after {dt:.1f} s: "
           f"{r.stderr.strip()[:120]}")
-    # a second SIGTERM ends envctl at once (the first lets its request finish)
+    # SIGTERM ends envctl at once, in the middle of a request
     p = spawn([os.path.join(BIN, "envctl"), "health", "--server", f"ipc://{WORK}/nothing2.ipc"],
               stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)
     p.terminate()
-    time.sleep(0.3)
-    p.terminate()
     try:
         p.wait(3)
     except subprocess.TimeoutExpired:
-        fail("envctl still runs 3 s after a second SIGTERM")
-    check(p.returncode == 143, f"envctl ends on a second SIGTERM (exit {p.returncode})")
+        fail("envctl still runs 3 s after SIGTERM")
+    check(p.returncode == 143, f"envctl ends on SIGTERM (exit {p.returncode})")
+    # ... and takes its embedded envserver and gpuexec with it
+    p = spawn([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--tasks", TASKS],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    kids = []
+    for _ in range(100):
+        try:
+            kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+        except OSError:
+            kids = []
+        if len(kids) >= 2:
+            break
+        time.sleep(0.05)
+    p.terminate()
+    p.wait(10)
+
+    def alive(pid):
+        try:
+            return open(f"/proc/{pid}/stat").read().split(") ")[1][0] != "Z"
+        except OSError:
+            return False
+    time.sleep(0.5)
+    check(len(kids) >= 2 and not any(alive(k) for k in kids),
+          f"SIGTERM during an embedded command: its servers {kids} are gone")
 
 
 def wait_or_fail(wait):

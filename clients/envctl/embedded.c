@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,12 +14,24 @@
 #include "envctl.h"
 #include "ka_common.h"
 
-/* Starts argv[0] in its own process group; stderr to /dev/null when quiet. Returns the
- * pid, or -1 when fork failed. */
+/* The process groups of the embedded servers running now, for ec_embedded_kill_all
+ * (a signal handler's reading: each slot written before and after the children run). */
+static volatile sig_atomic_t ec_groups[2];
+
+void ec_embedded_kill_all(void) {
+  for (int i = 0; i < 2; i++)
+    if (ec_groups[i] > 0) kill(-(pid_t)ec_groups[i], SIGKILL);
+}
+
+/* Starts argv[0] in its own process group, killed when envctl dies (PR_SET_DEATHSIG);
+ * stderr to /dev/null when quiet. Returns the pid, or -1 when fork failed. */
 static pid_t ec_spawn(char *const argv[], int quiet) {
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
     if (quiet) {
       FILE *f = freopen("/dev/null", "w", stderr);
       (void)f;
@@ -59,6 +72,7 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
       emb->state, "--max-steps", "1000",           tok[0] ? "--admin-token-file" : NULL,
       tok_path,   NULL};
   emb->server_pid = ec_spawn(sargv, !o->verbose);
+  ec_groups[0] = emb->server_pid;
   char *gargv[] = {gx,
                    "--server",
                    exec_url,
@@ -69,6 +83,7 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
                    o->verbose ? "--verbose" : NULL,
                    NULL};
   emb->exec_pid = ec_spawn(gargv, !o->verbose);
+  ec_groups[1] = emb->exec_pid;
   if (emb->server_pid < 0 || emb->exec_pid < 0) {
     ec_embedded_stop(emb, 0);
     return ka_seterr(err, errlen, KA_ESYS, "fork failed");
@@ -136,5 +151,6 @@ void ec_embedded_stop(ec_embedded *emb, int keep) {
     }
   }
   emb->exec_pid = emb->server_pid = 0;
+  ec_groups[0] = ec_groups[1] = 0;
   if (!keep && emb->state[0]) ka_rmtree(emb->state);
 }

@@ -84,6 +84,10 @@ typedef struct ec_embedded {
   pid_t server_pid, exec_pid;
 } ec_embedded;
 
+/* Kills (SIGKILL, each one's process group) the embedded envserver and gpuexec running
+ * now, if any. Async-signal-safe: for envctl's signal handler (opts.c). */
+void ec_embedded_kill_all(void);
+
 /* Starts envserver and gpuexec from the folder of the envctl executable on a fresh
  * private state folder, and waits until an executor has registered (up to 60 s).
  * Returns KA_OK with emb->url to dial, or an error with the reason in err. */

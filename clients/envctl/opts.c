@@ -90,13 +90,13 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o) {
   return -1;
 }
 
-/* The first SIGINT/SIGTERM lets the request in flight finish (an episode then closes
- * cleanly); a second one ends envctl at once (a request to a server that is gone never
- * finishes), with the shell's status for the signal. */
-static volatile sig_atomic_t ec_interrupted;
+/* SIGINT/SIGTERM end envctl at once, with the shell's status for the signal, and take
+ * the embedded envserver and gpuexec with them (a request in flight is abandoned: a
+ * server keeps that episode until its lease expires). Commands that stop more gently
+ * (agent episodes, agent.c) install their own handler. */
 static void ec_on_signal(int sig) {
-  if (ec_interrupted) _exit(128 + sig);
-  ec_interrupted = sig;
+  ec_embedded_kill_all();
+  _exit(128 + sig);
 }
 
 int ec_with_server(const ec_opts *o, int (*fn)(ka_client *, const ec_opts *)) {
