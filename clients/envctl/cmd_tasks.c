@@ -142,7 +142,13 @@ static int ec_tasks_prompts(ka_client *c, const ec_opts *o) {
     }
     rc |= ec_prompt_rows(t, ec_prompts_seed, ec_prompts_nseeds);
   }
-  if (left)
+  if (left && left == (int)r->list_tasks->n_tasks) {
+    fprintf(stderr,
+            "envctl: tasks: no live executor runs any of the %d tasks: no rows written "
+            "(--all-tasks writes them all)\n",
+            left);
+    rc = 1;
+  } else if (left)
     fprintf(stderr,
             "envctl: tasks: %d task%s left out: no live executor runs %s (a Reset would be "
             "refused); --all-tasks includes them, with \"runnable\": false\n",

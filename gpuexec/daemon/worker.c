@@ -293,7 +293,13 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
     const char *v = getenv(keep[i]);
     if (!v) continue;
     int w = snprintf(storage + used, slen - used, "%s=%s", keep[i], v);
-    if (w < 0 || (size_t)w >= slen - used) break;
+    if (w < 0 || (size_t)w >= slen - used) {
+      /* that one only (a long PATH must not take the later ones with it), and said */
+      fprintf(stderr, "gpuexec: %s (%zu bytes) left out of a runner's environment: no room\n",
+              keep[i], strlen(v));
+      storage[used] = '\0';
+      continue;
+    }
     env[n++] = storage + used;
     used += (size_t)w + 1;
   }

@@ -426,7 +426,9 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
     /* triton (triton.h): compiled to a bundle of cubins by its own sandboxed process,
      * the plan rewritten onto it; the backend only loads it */
     if (!strcmp(t->language, "triton")) {
-      double limit = job->compile_timeout_s > 2 ? job->compile_timeout_s - 1 : 60;
+      /* inside the job's compile limit (a second for the rest), 60 s when it has none */
+      double ct = job->compile_timeout_s;
+      double limit = ct > 2 ? ct - 1 : ct > 0 ? ct / 2 : 60;
       rc = ka_triton_prepare(t, impl->plan, &src[0], req.image, req.image_len, s->dev.arch, wd,
                              limit, &tri, &tri_len, &tlog, err, errlen);
       if (tri) req.image = tri, req.image_len = tri_len;
