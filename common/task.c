@@ -816,7 +816,7 @@ static int plan_ident(const char *s) {
   return 1;
 }
 
-/* A constexpr value: an integer literal (at most 19 digits) or true/false. */
+/* A constexpr value: an integer literal (at most 18 digits: it fits an int64) or true/false. */
 static int plan_constexpr_ok(const char *s) {
   if (!s) return 0;
   if (!strcmp(s, "true") || !strcmp(s, "false")) return 1;

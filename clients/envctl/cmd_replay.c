@@ -1,6 +1,8 @@
 /* envctl replay: re-evaluates every recorded step of an episode and prints the recorded
  * reward beside the new one, to show whether the verdicts hold on the hardware at hand
- * (a re-measurement on fresh inputs, not a reproduction of the recorded ones).
+ * (a re-measurement: the correctness inputs repeat on the executor process that ran the
+ * episode, the timed calls' inputs are new; with --reproducible every input follows from
+ * the seeds alone).
  *
  *   envctl replay --server URL EPISODE [--timeout S] [--reproducible]
  *

@@ -403,7 +403,7 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
     close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
     return ka_seterr(err, errlen, KA_ESYS, "pipe: %s", strerror(errno));
   }
-  char *env[32], storage[16384]; /* the keep list (23) and four of ours */
+  char *env[32], storage[16384]; /* the keep list (18) and four of ours */
   wk_runner_env(env, 32, storage, sizeof storage, workdir, preopen);
   /* the supervisor, which starts the runner (sandbox.h) */
   char *argv[] = {(char *)cfg->runner_path, KA_SANDBOX_SUPERVISE_ARG, (char *)cfg->runner_path,
