@@ -153,6 +153,7 @@ static void cmd_exec(const char *workdir, const char *cmdline) {
   char err[256];
   if (ka_sandbox_compiler(workdir, err, sizeof err) != KA_OK) {
     dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
+    (void)!write(3, "S", 1); /* the status pipe (cmd_run): ours, not the command's */
     _exit(125);
   }
   close_range(3, ~0U, 0); /* only stdin (/dev/null), stdout and stderr (the pipe) */
@@ -211,17 +212,26 @@ static void cmd_supervise(const char *workdir, const char *cmdline) {
 typedef struct cmd_outcome {
   int exit_code; /* 0 success; 128 + N: killed by signal N */
   int timed_out;
-  char *output; /* its stdout and stderr (at most CMD_SCAN_MAX bytes), malloc'd */
+  int sandbox_failed; /* the sandbox could not be set up (before the command started) */
+  char *output;       /* its stdout and stderr (at most CMD_SCAN_MAX bytes), malloc'd */
 } cmd_outcome;
 
 /* Runs cmdline in workdir with deadline timeout_s. KA_OK (see *o) or KA_ESYS. */
 static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, cmd_outcome *o) {
   memset(o, 0, sizeof *o);
-  int pfd[2];
+  /* pfd: the command's output; sfd: a status pipe, close-on-exec, on which only our code
+   * before the command's execve says that the sandbox failed (an exit code cannot say
+   * it: the command chooses its own, red team 2026-12-01: a candidate's os._exit(125)
+   * was read as "the sandbox failed", an unscored INFRA_ERROR) */
+  int pfd[2], sfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) return KA_ESYS;
+  if (pipe2(sfd, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(pfd[0]), close(pfd[1]);
+    return KA_ESYS;
+  }
   pid_t m = fork();
   if (m < 0) {
-    close(pfd[0]), close(pfd[1]);
+    close(pfd[0]), close(pfd[1]), close(sfd[0]), close(sfd[1]);
     return KA_ESYS;
   }
   if (m == 0) {
@@ -232,11 +242,14 @@ static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, c
     dup2(pfd[1], 2);
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, 0);
-    close_range(3, ~0U, 0);
+    if (sfd[1] == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) != 0 : dup3(sfd[1], 3, O_CLOEXEC) != 3)
+      _exit(126);
+    close_range(4, ~0U, 0);
     cmd_supervise(workdir, cmdline);
   }
   setpgid(m, m);
   close(pfd[1]);
+  close(sfd[1]);
   ka_sb sb = {0};
   double deadline = ka_now_s() + timeout_s, hard = 0;
   for (;;) {
@@ -266,6 +279,9 @@ static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, c
   }
   o->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   if (o->exit_code == 124 && o->timed_out) o->exit_code = 128 + SIGKILL;
+  char why = 0;
+  o->sandbox_failed = read(sfd[0], &why, 1) == 1 && why == 'S';
+  close(sfd[0]);
   o->output = ka_sb_take(&sb);
   return KA_OK;
 }
@@ -504,7 +520,7 @@ static int cmd_phase(const ka_task *t, const char *workdir, int p, double end, c
               cmd_phase_name[p], c->commands[p][i], to);
       return 1;
     }
-    if (o.exit_code == 125) {
+    if (o.sandbox_failed) {
       cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the sandbox of a command failed");
       return 1;
     }
