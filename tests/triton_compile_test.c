@@ -242,6 +242,19 @@ static void tc_faults(const ka_task *gelu) {
           log ? log : "");
     free(log), log = NULL;
   }
+  /* a kernel body that starts a program through what Triton's code generator evaluates
+   * (red team 2026-12-01: it ran): refused by the driver's audit hook, a COMPILE_ERROR */
+  const char *body =
+      "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+      "def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
+      "    getattr(triton.compiler.compiler.os, 'system')('touch /tmp/ka_triton_pwned3')\n"
+      "    offs = tl.arange(0, BLOCK)\n"
+      "    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)\n";
+  rc = tc_build(gelu, tc_gelu_plan, body, "body", 60, &b, &n, &cached, &log, err, sizeof err);
+  check(rc == KA_ECOMPILE && access("/tmp/ka_triton_pwned3", F_OK) != 0,
+        "a program started from a kernel body refused", "rc=%s log=%s", ka_strerror(rc),
+        log ? log : "");
+  free(log), log = NULL;
   /* the plan names a kernel the source does not define */
   const char *other =
       "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"

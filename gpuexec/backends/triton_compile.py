@@ -180,6 +180,31 @@ def unit_source(mod, unit):
     return ASTSource(fn=fn, signature=signature, constexprs=consts, attrs=attrs)
 
 
+# Process creation and native code loading, refused from here on (sys.addaudithook,
+# PEP 578: a hook cannot be removed) except Triton's own ptxas: Triton's code generator
+# evaluates parts of a kernel's body in this process, and the red team (2026-12-01) ran
+# getattr(triton.compiler.compiler.os, "system")(...) from one. The sandbox holds the
+# rest (its folder only, no network); this keeps the submission from starting programs.
+_REFUSED = ("os.system", "os.exec", "os.spawn", "os.fork", "os.forkpty", "os.kill", "os.killpg",
+            "ctypes.dlopen", "pty.spawn")
+
+
+def _is_ptxas(path):
+    return os.path.basename(os.fsdecode(path or "")).startswith("ptxas")
+
+
+def _audit(event, args):
+    if event in _REFUSED:
+        raise RuntimeError(f"{event} is not allowed in the triton compile")
+    if event == "subprocess.Popen":
+        exe, argv = args[0], args[1]
+        first = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
+        if not _is_ptxas(exe if exe else first):
+            raise RuntimeError("only ptxas may be started in the triton compile")
+    if event == "os.posix_spawn" and not _is_ptxas(args[0]):
+        raise RuntimeError("only ptxas may be started in the triton compile")
+
+
 def main():
     if len(sys.argv) != 3:
         fail("usage: triton_compile.py REQUEST.json OUTDIR")
@@ -192,6 +217,7 @@ def main():
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
+    sys.addaudithook(_audit)
     mod = load_kernels(req["source"])
     target = GPUTarget("cuda", int(req["arch"]), 32)
     backend = make_backend(target)
