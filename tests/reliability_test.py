@@ -453,6 +453,15 @@ def case_dead_server():
     check(r.returncode == 1 and "cannot reach an envserver" in r.stderr and 1.5 < dt < 8,
           f"envctl health with nothing listening: exit {r.returncode} after {dt:.1f} s: "
           f"{r.stderr.strip()[:120]}")
+    # a --server that is no URL: said at once; validate's --task is not --tasks
+    r = subprocess.run([os.path.join(BIN, "envctl"), "health", "--server", "foo"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "is not a server URL" in r.stderr,
+          f"envctl --server foo: exit {r.returncode}: {r.stderr.strip()[:120]}")
+    r = subprocess.run([os.path.join(BIN, "envctl"), "validate", "--task", "host/gelu"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 2 and "give the task id as an argument" in r.stderr,
+          f"envctl validate --task: exit {r.returncode}: {r.stderr.strip()[:120]}")
     # SIGTERM ends envctl at once, in the middle of a request
     p = spawn([os.path.join(BIN, "envctl"), "health", "--server", f"ipc://{WORK}/nothing2.ipc"],
               stderr=subprocess.PIPE, text=True)

@@ -135,6 +135,11 @@ static void kc_untrack(ka_call *k) {
 
 int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   *out = NULL;
+  if (!url || (strncmp(url, "ipc://", 6) && strncmp(url, "tcp://", 6) &&
+               strncmp(url, "tls+tcp://", 10) && strncmp(url, "inproc://", 9)))
+    return kc_seterr(err, errlen, KA_EINVAL,
+                     "'%s' is not a server URL: it needs ipc://PATH or tcp://HOST:PORT",
+                     url ? url : "(none)");
   ka_client *c = calloc(1, sizeof *c);
   if (!c) return KA_ENOMEM;
   pthread_mutex_init(&c->mtx, NULL);

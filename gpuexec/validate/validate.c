@@ -1262,6 +1262,9 @@ static void vd_usage(FILE *f) {
 
 int main(int argc, char **argv) {
   static const struct option opts[] = {{"tasks", required_argument, 0, 'T'},
+                                       /* exact, so that getopt does not take it for an
+                                        * abbreviation of --tasks (new user 2026-12-01) */
+                                       {"task", required_argument, 0, 't'},
                                        {"backends", required_argument, 0, 'b'},
                                        {"seeds", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 'S'},
@@ -1283,6 +1286,12 @@ int main(int argc, char **argv) {
       case 'T':
         o.tasks_dir = optarg;
         break;
+      case 't':
+        fprintf(stderr,
+                "ka-validate: give the task id as an argument (envctl validate %s); --tasks DIR "
+                "is the task folder\n",
+                optarg);
+        return 2;
       case 'b':
         o.backends = optarg;
         break;
