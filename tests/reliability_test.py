@@ -462,6 +462,18 @@ def case_dead_server():
                        capture_output=True, text=True, timeout=30)
     check(r.returncode == 2 and "give the task id as an argument" in r.stderr,
           f"envctl validate --task: exit {r.returncode}: {r.stderr.strip()[:120]}")
+    # envctl step in a workspace whose step proxy is gone: said at once
+    ws = os.path.join(WORK, "ws-gone")
+    os.makedirs(ws, exist_ok=True)
+    open(os.path.join(ws, "gelu.c"), "wb").write(GELU)
+    t = time.time()
+    r = subprocess.run([os.path.join(BIN, "envctl"), "step"], cwd=ws, capture_output=True,
+                       text=True, timeout=60,
+                       env=dict(os.environ, KA_SERVER=f"ipc://{WORK}/gone.ipc",
+                                KA_EPISODE="ep-0000000000000000", KA_FILES="gelu.c"))
+    check(r.returncode != 0 and "nothing listens" in r.stderr and time.time() - t < 5,
+          f"envctl step with its proxy gone: exit {r.returncode} after {time.time() - t:.1f} s: "
+          f"{r.stderr.strip()[:120]}")
     # SIGTERM ends envctl at once, in the middle of a request
     p = spawn([os.path.join(BIN, "envctl"), "health", "--server", f"ipc://{WORK}/nothing2.ipc"],
               stderr=subprocess.PIPE, text=True)

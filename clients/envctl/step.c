@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -189,6 +190,17 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
     fm[n].content.len = len;
     fp[n] = &fm[n];
     n++;
+  }
+  /* an ipc:// socket whose file is gone has no one behind it: said at once (the request
+   * would wait 30 s for a server that never comes: the step proxy of an agent run that
+   * has ended, new user 2026-12-01) */
+  struct stat sst;
+  if (!strncmp(t->server, "ipc://", 6) && stat(t->server + 6, &sst) != 0) {
+    rc = ka_seterr(err, errlen, KA_EUNAVAIL,
+                   "nothing listens at %s (no such socket file): the agent run that served "
+                   "this workspace has ended, or the server is not started",
+                   t->server);
+    goto out;
   }
   ka_client *c;
   if ((rc = ka_client_open(t->server, &c, err, errlen))) goto out;
