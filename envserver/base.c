@@ -155,6 +155,14 @@ es_pb_device *es_device_to_arena(es_arena *a, const es_pb_device *d) {
   c->name = es_arena_strdup(a, d->name);
   c->arch = es_arena_strdup(a, d->arch);
   c->driver = es_arena_strdup(a, d->driver);
+  /* repeated fields: their arrays too (Device.languages), not d's pointers */
+  c->languages = NULL;
+  c->n_languages = 0;
+  if (d->n_languages) {
+    c->languages = es_arena_alloc(a, sizeof *c->languages * d->n_languages);
+    for (size_t i = 0; i < d->n_languages; i++)
+      c->languages[c->n_languages++] = es_arena_strdup(a, d->languages[i]);
+  }
   /* unknown fields are not copied: the pointer would dangle once d is freed */
   c->base.n_unknown_fields = 0;
   c->base.unknown_fields = NULL;

@@ -204,6 +204,23 @@ int main(int argc, char **argv) {
   char *ep = strdup(r->reset->episode_id);
   printf("ok: triton task resets where an executor has triton (%s)\n", ep);
   kernelarena__v1__response__free_unpacked(r, NULL);
+  /* Describe lists that device with its languages (copied, not borrowed: base.c) */
+  Req dq = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__DescribeRequest dr = KERNELARENA__V1__DESCRIBE_REQUEST__INIT;
+  dq.request_id = g_rid++;
+  dq.body_case = KERNELARENA__V1__REQUEST__BODY_DESCRIBE;
+  dq.describe = &dr;
+  r = call(c, &dq);
+  int listed = 0;
+  for (size_t i = 0;
+       r->body_case == KERNELARENA__V1__RESPONSE__BODY_DESCRIBE && i < r->describe->n_devices;
+       i++) {
+    const Kernelarena__V1__Device *d = r->describe->devices[i];
+    listed |= d->n_languages == 1 && !strcmp(d->languages[0], "triton");
+  }
+  CHECK(listed, "Describe lists the device with languages [triton] (body %d)", r->body_case);
+  printf("ok: Describe lists the triton device's languages\n");
+  kernelarena__v1__response__free_unpacked(r, NULL);
   send_step(c, ep);
   /* the executor without triton polls first and must get nothing; the other gets it */
   er = poll_once(e1, "fake/1/cuda:0", &plain, 500);
