@@ -124,8 +124,12 @@ ok = (len(lines) == 10 and len(set(keys)) == 10                     # each episo
       and all(eps[k]["episode_id"] == v for k, v in before["done"].items())  # not rerun
       and len({e["episode_id"] for e in eps.values()}) == 10
       and all(e["status"] == "completed" and e["correct"] for e in eps.values()))
+# an episode that is not correct: its steps' verdicts, so that a failure says why
+why = {k: [(s.get("status"), (s.get("message") or "")[:300]) for s in e.get("steps", [])]
+       for k, e in eps.items() if not e.get("correct")}
 print(json.dumps({"ok": ok, "results_lines": len(lines), "distinct": len(set(keys)),
-                  "status": {k: (e["status"], e["correct"], e["speedup"]) for k, e in eps.items()}}))
+                  "status": {k: (e["status"], e["correct"], e["speedup"]) for k, e in eps.items()},
+                  "not_correct": why}))
 PY
 cat "$WORK/after.txt"
 jcheck "run A after --resume: 10 result lines, one per episode, the finished ones' episode ids unchanged, all correct" \
