@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,4 +234,19 @@ int ka_path_is_safe(const char *path) {
     if (c < 0x20 || c == 0x7f || c == '\\') return 0;
   }
   return 1;
+}
+
+int ka_sb_read_until(ka_sb *sb, int fd, double deadline, size_t keep) {
+  for (;;) {
+    int ms = (int)((deadline - ka_now_s()) * 1000);
+    if (ms <= 0) return 1;
+    struct pollfd p = {fd, POLLIN, 0};
+    int r = poll(&p, 1, ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) continue;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return 0;
+    if (sb->len < keep) ka_sb_append(sb, buf, (size_t)n);
+  }
 }

@@ -82,6 +82,10 @@ typedef struct ka_sb {
   int oom;
 } ka_sb;
 void ka_sb_append(ka_sb *sb, const char *s, size_t n);
+/* Reads fd into sb (at most keep bytes kept, the rest read and dropped) until end of
+ * file or until ka_now_s() reaches deadline (seconds). Returns 1 when the deadline came
+ * first, else 0. For the output pipe of a child process; not thread safe on one sb. */
+int ka_sb_read_until(ka_sb *sb, int fd, double deadline, size_t keep);
 void ka_sb_puts(ka_sb *sb, const char *s);
 void ka_sb_printf(ka_sb *sb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ka_sb_free(ka_sb *sb);

@@ -293,22 +293,7 @@ static int host_run_compiler(char *const argv[], const char *cwd, double timeout
   close(pfd[1]);
   ka_sb sb = {0};
   double deadline = ka_now_s() + timeout_s;
-  int timed_out = 0;
-  for (;;) {
-    int ms = (int)((deadline - ka_now_s()) * 1000);
-    if (ms <= 0) {
-      timed_out = 1;
-      break;
-    }
-    struct pollfd p = {pfd[0], POLLIN, 0};
-    int r = poll(&p, 1, ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) continue;
-    char buf[4096];
-    ssize_t n = read(pfd[0], buf, sizeof buf);
-    if (n <= 0) break;
-    if (sb.len < (64 << 10)) ka_sb_append(&sb, buf, (size_t)n);
-  }
+  int timed_out = ka_sb_read_until(&sb, pfd[0], deadline, 64 << 10);
   close(pfd[0]);
   if (timed_out) {
     kill(-pid, SIGKILL);
