@@ -131,10 +131,14 @@ for spec in $BUILDS; do
 done
 
 echo
-echo "== phase lines (first of each task, new build)"
+PHASE_BUILD=${PHASE_BUILD:-$(echo "$BUILDS" | awk '{split($1, a, "="); print a[1]}')}
+echo "== phase lines of the last step of each task (build $PHASE_BUILD)"
 for task in $TASKS; do
-  f=$OUT/lat_new_$(echo "$task" | tr / _).txt
-  [ -f "$f" ] && grep -m 2 "phases" "$f" | cut -d' ' -f2- | cut -c1-260
+  f=$OUT/lat_${PHASE_BUILD}_$(echo "$task" | tr / _).txt
+  [ -f "$f" ] || continue
+  echo "-- $task"
+  grep -E "runner: device|phases|setup: maps|executor: inputs" "$f" | tail -"${PHASE_LINES:-8}" |
+    sed 's/^.*\[kernelarena\] //; s/^ *//' | cut -c1-300
 done
 echo
 echo "== step latency (seconds, client side; step 1 includes the first reference computation)"

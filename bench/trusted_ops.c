@@ -42,6 +42,11 @@ static int op_fill_normal(bench *bk) {
   int rc = bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 0, NULL);
   return rc ? rc : bk->be->synchronize(bk->ctx);
 }
+static int op_fill_fast(bench *bk) {
+  ka_fill f = {.dtype = KA_DT_F32, .dist = KA_FILL_FAST_NORMAL, .a = 0, .b = 1, .key = 7};
+  int rc = bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 0, NULL);
+  return rc ? rc : bk->be->synchronize(bk->ctx);
+}
 static int op_fill_poison(bench *bk) {
   ka_fill f = {.dtype = KA_DT_F32, .dist = KA_FILL_POISON, .key = 9};
   int rc = bk->be->fill_device(bk->ctx, bk->b, &f, bk->n, 0, NULL);
@@ -91,10 +96,15 @@ int main(void) {
   static const struct {
     const char *name;
     int (*op)(bench *);
-  } ops[] = {{"synchronize (idle)", op_sync},        {"fill normal + sync", op_fill_normal},
-             {"fill poison + sync", op_fill_poison}, {"fill check (read back)", op_fill_check},
-             {"checksum (read back)", op_checksum},  {"copy_device + sync", op_copy},
-             {"close (absmax + close)", op_close},   {"flush_cache", op_flush},
+  } ops[] = {{"synchronize (idle)", op_sync},
+             {"fill normal + sync", op_fill_normal},
+             {"fill fast normal + sync", op_fill_fast},
+             {"fill poison + sync", op_fill_poison},
+             {"fill check (read back)", op_fill_check},
+             {"checksum (read back)", op_checksum},
+             {"copy_device + sync", op_copy},
+             {"close (absmax + close)", op_close},
+             {"flush_cache", op_flush},
              {"timer start/stop + sync", op_timer}};
   int64_t sizes[] = {(int64_t)1 << 24, (int64_t)1 << 26};
   printf("%-26s %12s %12s   (us per call, %d calls, 16M and 64M fp32 elements)\n", "op", "16M",

@@ -457,6 +457,73 @@ static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
   free(h);
 }
 
+/* (j) with a device: the fast normal (KA_TRUSTED_FAST_NORMAL) of the timed calls' inputs:
+ * in f32, f16 and bf16 every element finite, mean and standard deviation those asked for,
+ * the tails of a normal (|z| > 3 about 0.27% of elements, none beyond 6.5: Box-Muller
+ * with 24-bit uniforms reaches at most sqrt(-2 ln 2^-24) = 5.77), a redraw under the same
+ * key equal (fill check), another key's draw different; f64 and integer dtypes refused
+ * (their timed inputs keep the exact generator). */
+static void check_device_fast_normal(const ka_backend_ops *be, ka_backend_ctx *ctx) {
+  enum { N = (1 << 22) + 3 };
+  ka_devptr a = 0;
+  unsigned char *h = malloc((size_t)N * 4);
+  int ok = h && be->fill_device && be->mem_alloc(ctx, (size_t)N * 4, &a) == 0;
+  check(ok, "fast normal setup", "%s", ok ? "ok" : "no fill_device or no memory");
+  static const int dts[3] = {0, 2, 3};
+  for (int k = 0; ok && k < 3; k++) {
+    int dt = dts[k], es = dt == 0 ? 4 : 2;
+    ka_fill f = {.dtype = dt, .dist = KA_TRUSTED_FAST_NORMAL, .a = 0.5, .b = 2, .key = 77 + k};
+    int rc = be->fill_device(ctx, a, &f, N, 0, NULL);
+    if (rc == KA_OK) rc = be->copy_to_host(ctx, h, a, (size_t)N * es);
+    double sum = 0, sq = 0;
+    int64_t finite = 0, tail = 0, far = 0;
+    for (int64_t i = 0; rc == KA_OK && i < N; i++) {
+      double v;
+      if (dt == 0) {
+        float fv;
+        memcpy(&fv, h + i * 4, 4);
+        v = fv;
+      } else {
+        uint16_t u;
+        _Float16 hv;
+        memcpy(&u, h + i * 2, 2);
+        memcpy(&hv, &u, 2);
+        v = dt == 3 ? (double)ka_bf16_to_f32(u) : (double)hv;
+      }
+      if (!isfinite(v)) continue;
+      finite++, sum += v, sq += v * v;
+      double z = fabs(v - 0.5) / 2;
+      tail += z > 3, far += z > 6.5;
+    }
+    double mean = sum / (double)N, sd = sqrt(sq / (double)N - mean * mean);
+    double tail_pct = 100.0 * (double)tail / (double)N;
+    check(rc == KA_OK && finite == N && fabs(mean - 0.5) < 0.01 && fabs(sd - 2) < 0.01 &&
+              tail_pct > 0.2 && tail_pct < 0.35 && far == 0,
+          "fast normal draws a normal",
+          "dtype %d: %lld of %d finite, mean %.4f (0.5), sd %.4f (2), "
+          "|z| > 3 %.3f%% (0.27), beyond 6.5: %lld: %s",
+          dt, (long long)finite, (int)N, mean, sd, tail_pct, (long long)far,
+          rc ? be->last_error(ctx) : "ok");
+    int differs = -1;
+    if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
+    check(rc == KA_OK && differs == 0, "fast normal: the same key draws the same",
+          "dtype %d: differs %d", dt, differs);
+    f.key ^= 1;
+    if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
+    check(rc == KA_OK && differs == 1, "fast normal: another key draws other values",
+          "dtype %d: differs %d", dt, differs);
+    ok = rc == KA_OK;
+  }
+  for (int dt = 1; ok && dt < 8; dt += (dt == 1 ? 3 : 1)) {
+    ka_fill f = {.dtype = dt, .dist = KA_TRUSTED_FAST_NORMAL, .a = 0, .b = 1, .key = 5};
+    int rc = be->fill_device(ctx, a, &f, 16, 0, NULL);
+    check(rc == KA_EINVAL, "fast normal refused outside f32, f16, bf16", "dtype %d: %s", dt,
+          ka_strerror(rc));
+  }
+  be->mem_free(ctx, a);
+  free(h);
+}
+
 static void check_hip(const ka_backend_ops *be) {
   char err[1024], *log = NULL;
   ka_source s = src_of("hip_names.hip", hip_src);
@@ -544,6 +611,7 @@ int main(int argc, char **argv) {
       printf("     device 0 did not open: %s\n", err);
     if (rc == KA_OK) check_device_staging(be, ctx);
     if (rc == KA_OK) check_device_fill(be, ctx);
+    if (rc == KA_OK) check_device_fast_normal(be, ctx);
     be->close(ctx);
   } else {
     check(rc == KA_OK && count == 0 && err[0], "device_count", "0 devices, reason: %s", err);

@@ -114,6 +114,11 @@ typedef struct ka_compile_req {
  * ka_dist code, or KA_FILL_POISON for poison) with its numbers a,
  * b (normal: mean, std; uniform and integers: low, high), under a secret 64-bit key. */
 #define KA_FILL_POISON 3 /* ka_fill.dist: poison, not values (trusted_kernels.h) */
+/* ka_fill.dist: normal (mean a, std b) drawn in single precision with approximate
+ * intrinsics, for dtypes f32, f16 and bf16 only: not the host generator's bits, so only
+ * for inputs that never leave the device (the timed calls'; trusted_kernels.h). About a
+ * fifth of the exact generator's device work (docs/benchmarks/). */
+#define KA_FILL_FAST_NORMAL 4
 typedef struct ka_fill {
   int dtype, dist;
   double a, b;

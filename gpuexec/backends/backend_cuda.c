@@ -40,6 +40,7 @@
 #include "triton_bundle.h"
 #include "trusted_kernels.h"
 
+_Static_assert(KA_FILL_FAST_NORMAL == KA_TRUSTED_FAST_NORMAL, "fast normal codes differ");
 _Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON && KA_GEN_POISON == KA_TRUSTED_POISON,
                "backend.h, data.h and trusted_kernels.h agree on the poison code");
 
@@ -1414,7 +1415,8 @@ static int cuda_fill_device(ka_backend_ctx *ctx, ka_devptr p, const ka_fill *f, 
   int rc = cuda_enter(ctx, "fill_device");
   if (rc != KA_OK) return rc;
   if (!f || elems < 0 || f->dtype < 0 || f->dtype > 7 || f->dist < 0 ||
-      f->dist > KA_TRUSTED_POISON || (check && !differs))
+      f->dist > KA_TRUSTED_FAST_NORMAL || (check && !differs) ||
+      (f->dist == KA_TRUSTED_FAST_NORMAL && f->dtype != 0 && f->dtype != 2 && f->dtype != 3))
     return cuda_seterr(ctx, KA_EINVAL, "fill_device: bad request");
   if (elems == 0) return KA_OK;
   if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;

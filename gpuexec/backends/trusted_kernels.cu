@@ -210,8 +210,7 @@ __device__ __forceinline__ double ka_cos2pi(double u) {
 
 /* A value drawn from dist (0 normal: a mean, b std; 1 uniform [a, b); 2 integers
  * ceil(a)..floor(b)) out of the words x, as ka_gen_bits of common/data.c. */
-__device__ __forceinline__ double ka_value(int dist, double a, double b, const ka_u32 *x,
-                                          int odd) {
+__device__ __forceinline__ double ka_value(int dist, double a, double b, const ka_u32 *x, int odd) {
   double u1 = KA_M((double)(((((ka_u64)x[0]) << 32) | x[1]) >> 11), 1.1102230246251565e-16);
   double u2 = KA_M((double)(((((ka_u64)x[2]) << 32) | x[3]) >> 11), 1.1102230246251565e-16);
   if (dist == 0) {
@@ -323,13 +322,50 @@ __device__ __forceinline__ void ka_normal_pair(ka_u64 j, int dt, double a, doubl
   *v1 = ka_bits_of(dt, KA_A(a, KA_M(b, KA_M(s, ka_cos2pi(fabs(KA_A(u2, -0.25)))))));
 }
 
+/* Elements 4j .. 4j + 3 of a fast normal tensor (dist 4, f32/f16/bf16 only): one counter,
+ * two Box-Muller pairs (Box and Muller, Ann. Math. Statist. 29(2), 1958) in single
+ * precision with the hardware's approximate logarithm and sine/cosine (CUDA C++
+ * Programming Guide, "Intrinsic Functions": __logf, __sincosf). Not the host's bits: for
+ * the inputs of timed calls only, which never leave the device (their outputs are
+ * verified against the baseline's on the same inputs). u1 in (0, 1], so the logarithm
+ * is finite. */
+__device__ __forceinline__ void ka_fast_normal4(ka_u64 j, int dt, float a, float b, ka_u64 key,
+                                                ka_u64 *v) {
+  ka_u32 x[4];
+  ka_gen(j, key, x);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    float u1 = ((float)(x[2 * h] >> 8) + 1.0f) * 5.9604644775390625e-8f; /* 2^-24 */
+    float u2 = (float)(x[2 * h + 1] >> 8) * 5.9604644775390625e-8f;
+    float r = b * sqrtf(-2.0f * __logf(u1)), sn, cs;
+    __sincosf(6.2831853071795865f * u2, &sn, &cs);
+    float f0 = a + r * cs, f1 = a + r * sn;
+    v[2 * h] = dt == 0 ? __float_as_uint(f0) : dt == 2 ? ka_f2h(f0) : ka_f2bf(f0);
+    v[2 * h + 1] = dt == 0 ? __float_as_uint(f1) : dt == 2 ? ka_f2h(f1) : ka_f2bf(f1);
+  }
+}
+
 /* check 0: writes the n generated elements at p. check 1: sets *diff to 1 if any
  * element at p differs from what would be written (untouched otherwise). */
 extern "C" __global__ void ka_trusted_fill(unsigned char *p, ka_u64 n, int dt, int dist, double a,
                                            double b, ka_u64 key, int check, unsigned *diff) {
   int es = ka_es(dt);
   unsigned bad = 0;
-  if (dist == 0) { /* by pairs: one counter and logarithm for two elements */
+  if (dist == 4) { /* fast normal, by fours (ka_fast_normal4) */
+    ka_u64 nq = (n + 3) >> 2;
+    KA_FOR4(nq, {
+      ka_u64 v[4];
+      ka_fast_normal4(i, dt, (float)a, (float)b, key, v);
+      for (int k = 0; k < 4; k++) {
+        ka_u64 e = 4 * i + k;
+        if (e >= n) break;
+        if (check)
+          bad |= ka_load_bits(p, e, es) != v[k];
+        else
+          ka_store_bits(p, e, es, v[k]);
+      }
+    });
+  } else if (dist == 0) { /* by pairs: one counter and logarithm for two elements */
     ka_u64 np = (n + 1) >> 1;
     KA_FOR4(np, {
       ka_u64 v0, v1, e = 2 * i;

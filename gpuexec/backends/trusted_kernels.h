@@ -23,7 +23,8 @@
  * (check 0) element i = ka_trusted_element_host(i, dtype, dist, a, b, key) for i < n, or
  * (check 1) sets *diff to 1 if any element at p differs from it. Counter-based (Philox),
  * so any call's inputs or poison are drawn anew on the device, or checked unchanged, at
- * memory speed, from a 64-bit key the submission never sees.
+ * memory speed, from a 64-bit key the submission never sees. dist KA_TRUSTED_FAST_NORMAL
+ * draws a normal in single precision instead (not the host's bits).
  *
  * ka_trusted_absmax(p, n, dtype, out): raises *out (a non-negative double's bits, the
  * caller zeroes it) to the largest finite magnitude of the n elements.
@@ -103,6 +104,11 @@ static inline __attribute__((unused)) uint64_t ka_trusted_sum_host(const void *a
 /* Element types (ka_dtype codes) as the kernels read them; KA_TRUSTED_POISON is the
  * fill "distribution" that writes poison instead of values. */
 #define KA_TRUSTED_POISON 3
+/* The fill "distribution" 4: a normal drawn in single precision with approximate
+ * intrinsics (f32, f16, bf16 only), four elements per Philox counter; not the host's
+ * bits (ka_trusted_element_host does not model it), for inputs that never leave the
+ * device. */
+#define KA_TRUSTED_FAST_NORMAL 4
 
 /* The generator of ka_trusted_fill on the host: common/data.c's, bit for bit (data.h). */
 static inline __attribute__((unused)) uint64_t ka_trusted_element_host(uint64_t i, int dt, int dist,

@@ -40,6 +40,9 @@
  * checks and judging overlap while timed calls stay alone on the device (devlock.h) */
 #define GX_JOBS_PER_DEVICE 4
 #define GX_MAX_JOBS_PER_DEVICE 32
+/* default --timed-budget-ms: wall time of one case's timed calls after which adaptive
+ * repetition stops (runner_case.c RN_TIMED_BUDGET_S explains the figure) */
+#define GX_TIMED_BUDGET_MS 300
 /* default --call-limit: seconds one call of the candidate may hold a shared GPU */
 #define GX_CALL_LIMIT_S 10.0
 #define GX_HEARTBEAT_S                                      \
@@ -418,6 +421,8 @@ static void gx_usage(FILE *f) {
           "  --jobs-per-device N  evaluations in flight per device (1 to %d; default %d on\n"
           "                   GPUs, 1 on the host backend unless given); timed calls still\n"
           "                   run alone on the device (docs/integrity.md)\n"
+          "  --timed-budget-ms N  wall milliseconds of timed calls per case after which adaptive\n"
+          "                   repetition stops (default %d; the job's reps are always made)\n"
           "  --call-limit S   one call of the candidate on a GPU (or on a shared host) may run\n"
           "                   this many seconds (default %g; past it the step is TIMEOUT; 0: only\n"
           "                   the deadline)\n"
@@ -427,7 +432,7 @@ static void gx_usage(FILE *f) {
           "  --triton-cache DIR  the triton compile cache (default <--cache>/triton)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
-          GX_CALL_LIMIT_S);
+          GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S);
 }
 
 int main(int argc, char **argv) {
@@ -442,6 +447,7 @@ int main(int argc, char **argv) {
                                        {"no-pool", no_argument, 0, 'P'},
                                        {"jobs-per-device", required_argument, 0, 'J'},
                                        {"call-limit", required_argument, 0, 'L'},
+                                       {"timed-budget-ms", required_argument, 0, 'B'},
                                        {"triton-python", required_argument, 0, 'T'},
                                        {"triton-cache", required_argument, 0, 'C'},
                                        {"help", no_argument, 0, 'h'},
@@ -465,7 +471,8 @@ int main(int argc, char **argv) {
   }
   int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0;
   double call_limit = GX_CALL_LIMIT_S;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:", opts, NULL)) != -1) {
+  int timed_budget_ms = GX_TIMED_BUDGET_MS;
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:B:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -499,6 +506,9 @@ int main(int argc, char **argv) {
         break;
       case 'L':
         if (ka_opt_double("gpuexec", "call-limit", optarg, 0, 86400, &call_limit)) return 2;
+        break;
+      case 'B':
+        if (ka_opt_int("gpuexec", "timed-budget-ms", optarg, 1, 600000, &timed_budget_ms)) return 2;
         break;
       case 'R':
         if (ka_opt_int("gpuexec", "ref-cache-mb", optarg, 0, 1L << 24, &ref_mb)) return 2;
@@ -555,7 +565,8 @@ int main(int argc, char **argv) {
                         .pool = pool,
                         .jobs_per_device = per_device,
                         .host_slots = per_device_given ? per_device : 1,
-                        .call_limit_s = call_limit};
+                        .call_limit_s = call_limit,
+                        .timed_budget_s = timed_budget_ms / 1e3};
   if (!cfg.ref_cache) {
     fprintf(stderr, "gpuexec: out of memory\n");
     return 1;

@@ -27,16 +27,19 @@ typedef struct ka_exec_config {
   int verbose;
   struct ka_refcache *ref_cache; /* correctness inputs and references (refcache.h), or NULL */
   int pool; /* keep a warm runner per GPU device (worker.c; gpuexec --no-pool turns it off) */
-  int adaptive_reps;   /* timed calls may go on up to this many times the job's reps while
-                          the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
-  int jobs_per_device; /* evaluations in flight per GPU device (gpuexec --jobs-per-device;
-                          worker.c, devlock.h); <= 1: one at a time */
-  int host_slots;      /* the same for the host backend's device: 1 unless
-                          --jobs-per-device was given */
-  double call_limit_s; /* one call of the candidate on a GPU past this is its TIMEOUT
-                          (RunnerJob.call_limit_s; gpuexec --call-limit; 0: none) */
-  int fixed_inputs;    /* ka-validate only: inputs from the job's seed alone (no per-evaluation
-                         secret), so that two evaluations of one seed can be compared */
+  int adaptive_reps;     /* timed calls may go on up to this many times the job's reps while
+                            the speedup estimate is unstable (runner_case.c); <= 1: exactly reps */
+  double timed_budget_s; /* wall seconds of timed calls per case past which adaptive
+                            repetition stops (RunnerJob.timed_budget_s; gpuexec
+                            --timed-budget-ms; 0: the runner's default) */
+  int jobs_per_device;   /* evaluations in flight per GPU device (gpuexec --jobs-per-device;
+                            worker.c, devlock.h); <= 1: one at a time */
+  int host_slots;        /* the same for the host backend's device: 1 unless
+                            --jobs-per-device was given */
+  double call_limit_s;   /* one call of the candidate on a GPU past this is its TIMEOUT
+                            (RunnerJob.call_limit_s; gpuexec --call-limit; 0: none) */
+  int fixed_inputs;      /* ka-validate only: inputs from the job's seed alone (no per-evaluation
+                           secret), so that two evaluations of one seed can be compared */
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res

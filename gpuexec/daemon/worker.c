@@ -962,6 +962,7 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
    * and the host backend's cache flush costs more than its calls */
   int host = !strcmp(ev->dev->backend, "host");
   rj.max_reps = ev->cfg->adaptive_reps > 1 && !host ? reps * ev->cfg->adaptive_reps : reps;
+  rj.timed_budget_s = ev->cfg->timed_budget_s;
   rj.workdir = ev->workdir;
   rj.fds_passed = 1;
   /* the compile gets its own deadline, inside the evaluation's: half of it, at most

@@ -142,6 +142,8 @@ typedef struct rn_cx {
   unsigned char *vflag; /* vflag[r]: timed call r was verified */
   int verified;
   double ph_setup, ph_trial, ph_stage, ph_flush, ph_calls, ph_checks, ph_verify;
+  /* parts of setup and trial (the runtime log's second phase line) */
+  double ph_map, ph_alloc, ph_aside, ph_tstage, ph_trun, ph_tcheck, ph_tout;
 } rn_cx;
 
 const char *rn_be_err(rn_state *s) {
@@ -269,8 +271,10 @@ static int rn_setup_tensor(rn_cx *x, int i) {
   int fd = in ? jc->input_fds[i] : jc->output_fds[i];
   /* outputs populated up front: the trial's device-to-host copy then takes no page
    * faults (a 256 MiB output is 65536 of them) */
+  double tm = ka_now_s();
   x->maps[i] = mmap(NULL, len, in ? PROT_READ : PROT_READ | PROT_WRITE,
                     MAP_SHARED | (in ? 0 : MAP_POPULATE), fd, 0);
+  x->ph_map += ka_now_s() - tm;
   if (x->maps[i] == MAP_FAILED) {
     x->maps[i] = NULL;
     return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "mmap of tensor %s: %s",
@@ -298,7 +302,9 @@ static int rn_setup_tensor(rn_cx *x, int i) {
       return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, rc, "%s", x->err);
   }
   /* an empty tensor still gets a valid address (the cuda backend refuses 0 bytes) */
+  tm = ka_now_s();
   rc = x->s->be->mem_alloc(x->s->ctx, len, &x->tensors[i]);
+  x->ph_alloc += ka_now_s() - tm;
   if (rc)
     return rn_fail(x, rn_blame(x, rc), rc, "allocating %s (%zu bytes): %s", ts->name, x->bytes[i],
                    rn_be_err(x->s));
@@ -444,7 +450,9 @@ static int rn_setup(rn_cx *x) {
   int rc = KA_OK;
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++) rc = rn_setup_tensor(x, i);
   for (int w = 0; w < 2 && rc == KA_OK; w++) rc = rn_setup_impl(x, w);
+  double ta = ka_now_s();
   if (rc == KA_OK) rc = rn_setup_aside(x);
+  x->ph_aside = ka_now_s() - ta;
   int n = x->reps_max > 0 ? x->reps_max : 1;
   for (int w = 0; w < 2 && rc == KA_OK; w++) {
     x->ms[w] = calloc((size_t)n, sizeof(double));
@@ -489,6 +497,17 @@ static int rn_sum_input(rn_cx *x, int q, int i, uint64_t *sum) {
   return x->s->be->checksum_device(x->s->ctx, x->tensors[i], 0, x->bytes[i], key, sum);
 }
 
+/* The distribution a timed (or warm-up) call's input of fill f is drawn from on the device:
+ * a normal in f32, f16 or bf16 in single precision (KA_FILL_FAST_NORMAL, a fifth of the
+ * exact generator's device work), anything else as the worker draws it. These inputs never
+ * leave the device and no reference is computed from them: the candidate's outputs of
+ * the call are verified against the baseline's on the same inputs (rn_verify_call), so
+ * they need the distribution, not the host's bits. */
+static int rn_timed_dist(const ka_fill *f) {
+  int narrow = f->dtype == KA_DT_F32 || f->dtype == KA_DT_F16 || f->dtype == KA_DT_BF16;
+  return f->dist == KA_DIST_NORMAL && narrow ? KA_FILL_FAST_NORMAL : f->dist;
+}
+
 /* Everything call q gets before it runs, outside any timed interval: the scratch of both
  * implementations zeroed, each input drawn for call q, each output poisoned for call q.
  * The trial (q RN_TRIAL) gets the worker's inputs (drawn again on the device path, or
@@ -529,9 +548,12 @@ static int rn_stage_for(rn_cx *x, int q, int inputs) {
                                     ka_mix64(x->trial_sum_key, (uint64_t)i), &x->trial_sum[i]);
     } else if (x->dev) {
       ka_fill f = in ? x->in_fill[i] : rn_poison_fill(x, q, i);
-      if (in) f.key = rn_in_key(x, q, i);
+      if (in) f.key = rn_in_key(x, q, i), f.dist = rn_timed_dist(&f);
       rc = s->be->fill_device(s->ctx, x->tensors[i], &f, x->elems[i], 0, NULL);
-      if (rc == KA_OK && in) rc = rn_sum_input(x, q, i, &x->in_sum[i]);
+      /* a fast draw is checked after the call by drawing it again (as cheap as a
+       * checksum, and no checksum of it is needed before: rn_check_inputs) */
+      if (rc == KA_OK && in && f.dist != KA_FILL_FAST_NORMAL)
+        rc = rn_sum_input(x, q, i, &x->in_sum[i]);
     } else {
       if (in)
         ka_fill_input(&x->t->tensors[i], x->stage[i], x->elems[i],
@@ -547,7 +569,8 @@ static int rn_stage_for(rn_cx *x, int q, int inputs) {
 }
 
 /* After call q: *changed = the first input that no longer holds what rn_stage gave it,
- * or -1. Device path: drawn again and compared there (the trial: its checksum again);
+ * or -1. Device path: its keyed checksum again, or a fast draw drawn again and compared
+ * there (the trial: its checksum again);
  * host path: read back and compared with what was staged. */
 static int rn_check_inputs(rn_cx *x, int q, int *changed) {
   rn_state *s = x->s;
@@ -560,6 +583,10 @@ static int rn_check_inputs(rn_cx *x, int q, int *changed) {
       rc = s->be->checksum_device(s->ctx, x->tensors[i], 0, x->bytes[i],
                                   ka_mix64(x->trial_sum_key, (uint64_t)i), &sum);
       differs = sum != x->trial_sum[i];
+    } else if (x->dev && q != RN_TRIAL && rn_timed_dist(&x->in_fill[i]) == KA_FILL_FAST_NORMAL) {
+      ka_fill f = x->in_fill[i];
+      f.key = rn_in_key(x, q, i), f.dist = KA_FILL_FAST_NORMAL;
+      rc = s->be->fill_device(s->ctx, x->tensors[i], &f, x->elems[i], 1, &differs);
     } else if (x->dev) {
       uint64_t sum = 0;
       rc = rn_sum_input(x, q, i, &sum);
@@ -634,13 +661,20 @@ static int rn_trial(rn_cx *x) {
   double t0 = ka_now_s();
   rn_state *s = x->s;
   int rc = rn_stage(x, RN_TRIAL);
+  double t1 = ka_now_s();
+  x->ph_tstage = t1 - t0;
   if (rc == KA_EINTERNAL && x->err[0]) return rc; /* rn_spot_check said why */
   if (rc) return rn_fault(x, rc, "staging the candidate's trial");
   if ((rc = rn_run(x, 1)) != KA_OK) return rn_fault(x, rc, "candidate run failed");
+  double t2 = ka_now_s();
+  x->ph_trun = t2 - t1;
   if ((rc = rn_after_call(x, 1, RN_TRIAL, "the correctness trial")) != KA_OK) return rc;
+  double t3 = ka_now_s();
+  x->ph_tcheck = t3 - t2;
   for (int i = 0; i < x->t->ntensors && rc == KA_OK; i++)
     if (!rn_is_input(x, i))
       rc = s->be->copy_to_host(s->ctx, x->maps[i], x->tensors[i], x->bytes[i]);
+  x->ph_tout = ka_now_s() - t3;
   if (rc) return rn_fault(x, rc, "copying the trial's outputs");
   x->cr->trial_outputs = 1;
   x->ph_trial = ka_now_s() - t0;
@@ -762,7 +796,8 @@ static int rn_verify_kept(rn_cx *x) {
 /* Whether the timed calls may stop after n repetitions (see RN_RSE_TARGET). */
 static int rn_enough(const rn_cx *x, int n, double timed_wall_s) {
   if (n < x->reps_min) return 0;
-  if (n >= x->reps_max || timed_wall_s >= RN_TIMED_BUDGET_S) return 1;
+  double budget = x->job->timed_budget_s > 0 ? x->job->timed_budget_s : RN_TIMED_BUDGET_S;
+  if (n >= x->reps_max || timed_wall_s >= budget) return 1;
   double sum = 0, sq = 0;
   for (int r = 0; r < n; r++) {
     double l = log(x->ms[0][r] / x->ms[1][r]);
@@ -1099,6 +1134,12 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
                  x->reps, x->ph_setup * 1e3, x->ph_trial * 1e3, x->ph_stage * 1e3,
                  x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3, x->ph_verify * 1e3,
                  (ka_now_s() - t0) * 1e3);
+    ka_sb_printf(&s->log,
+                 "[kernelarena] case %s setup: maps %.1f ms, device buffers %.1f ms, output "
+                 "copies %.1f ms; trial: staging %.1f ms, run %.1f ms, input checks %.1f ms, "
+                 "outputs to the host %.1f ms\n",
+                 x->c.name, x->ph_map * 1e3, x->ph_alloc * 1e3, x->ph_aside * 1e3,
+                 x->ph_tstage * 1e3, x->ph_trun * 1e3, x->ph_tcheck * 1e3, x->ph_tout * 1e3);
     if (s->lock.m >= 0)
       ka_sb_printf(&s->log,
                    "[kernelarena] case %s device lock: %d exclusive holds, %.1f ms waiting\n",

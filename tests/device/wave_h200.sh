@@ -11,7 +11,9 @@
 #      (carry .whl with the pygpubench wheel);
 #   6. (PARTS=... refsplit) bench/reference_split.c: the correctness reference whole
 #      against in slices on the host's cores (reference.split);
-#   7. (PARTS=... triton) tests/device/triton_h200.sh: the triton2triton tasks on the GPU.
+#   7. (PARTS=... triton) tests/device/triton_h200.sh: the triton2triton tasks on the GPU;
+#   8. (PARTS=... trusted) build/bin/trusted_ops_bench: what each device op of the timed
+#      phase costs.
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -50,6 +52,10 @@ for p in $PARTS; do
       echo "== triton_h200"
       OUT=$W/$p sh tests/device/triton_h200.sh >"$OUT/triton.txt" 2>&1
       echo "rc $?"; tail -14 "$OUT/triton.txt" ;;
+    trusted)
+      echo "== trusted_ops_bench (us per call)"
+      build/bin/trusted_ops_bench >"$OUT/trusted.txt" 2>&1
+      echo "rc $?"; cat "$OUT/trusted.txt" ;;
     refsplit)
       echo "== reference_split_bench (the host's cores: whole against in slices)"
       build/bin/reference_split_bench tasks >"$OUT/refsplit.txt" 2>&1
@@ -59,7 +65,7 @@ for p in $PARTS; do
       OUT=$W/$p BUILDS=${BUILDS:-"new=build/bin old=build-old/bin"} sh bench/step_latency.sh \
         >"$OUT/bench.txt" 2>&1
       echo "rc $?"; sed -n '/^== step latency/,$p' "$OUT/bench.txt"
-      grep -m 8 "phases" "$OUT/bench.txt" | cut -c1-230 ;;
+      sed -n '/^== phase lines/,/^== step latency/p' "$OUT/bench.txt" | grep -v "^== step" ;;
   esac
   tar czf "$OUT/$p.tgz" -C "$W" "$p" 2>/dev/null
 done
