@@ -797,8 +797,9 @@ typedef struct wk_eval {
   int ncases, prepared;
   uint64_t in_seed, eval_secret;
   double timeout;
-  int locked;   /* the runner got the device lock (wk_runner) */
-  int image_fd; /* the build cache's memfd passed to the runner, or -1 */
+  int locked;        /* the runner got the device lock (wk_runner) */
+  int image_fd;      /* the build cache's memfd passed to the runner, or -1 */
+  int cand_image_fd; /* the candidates' build cache's memfd passed to the runner, or -1 */
 } wk_eval;
 
 /* Checks the job against this executor's task copy; KA_OK or a message in res. */
@@ -915,18 +916,11 @@ static void wk_image_get(const wk_eval *ev, uint8_t **data, size_t *len) {
 
 /* Takes the image the runner left in memfd fd (sealed against writes, growth and
  * shrinking, 1 byte to WK_IMAGE_MAX_BYTES) into the cache under ev's key. */
+static uint8_t *wk_sealed_image(int fd, size_t *len);
 static void wk_image_put(const wk_eval *ev, int fd) {
-  int seals = fcntl(fd, F_GET_SEALS);
-  int need = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
-  struct stat st;
-  if (seals < 0 || (seals & need) != need || fstat(fd, &st) != 0 || st.st_size <= 0 ||
-      (size_t)st.st_size > WK_IMAGE_MAX_BYTES)
-    return;
-  uint8_t *data = malloc((size_t)st.st_size);
-  if (!data || pread(fd, data, (size_t)st.st_size, 0) != st.st_size) {
-    free(data);
-    return;
-  }
+  size_t len = 0;
+  uint8_t *data = wk_sealed_image(fd, &len);
+  if (!data) return;
   char key[65];
   wk_image_key(ev, key);
   pthread_mutex_lock(&wk_images_mu);
@@ -935,7 +929,99 @@ static void wk_image_put(const wk_eval *ev, int fd) {
   if (!have && wk_nimages < WK_IMAGES_MAX) {
     wk_image *im = &wk_images[wk_nimages++];
     snprintf(im->key, sizeof im->key, "%s", key);
-    im->data = data, im->len = (size_t)st.st_size;
+    im->data = data, im->len = len;
+    data = NULL;
+  }
+  pthread_mutex_unlock(&wk_images_mu);
+  free(data);
+}
+
+/* The candidates' build cache: a candidate's image (cuda: CUBIN) under the SHA-256 of
+ * task id, version, backend, architecture and every submitted file (path and content),
+ * built by an earlier runner from exactly those files and handed over sealed, before
+ * any candidate code ran (runner.c), so a later step of the same files (an unchanged
+ * resubmission, the duplicates of a GRPO group) loads it instead of compiling (~45 ms
+ * with NVRTC on the H200). Only images built with an empty compiler log are cached (so
+ * a step's compile log does not depend on a hit), never triton bundles (their compile
+ * has its own cache) nor the host backend's modules. A ring of WK_CAND_IMAGES entries;
+ * in this process's memory only. */
+#define WK_CAND_IMAGES 64
+static wk_image wk_cand_images[WK_CAND_IMAGES];
+static unsigned wk_cand_next;
+
+/* The candidate cache key of ev (see above); 0 if the job has no files. */
+static int wk_cand_key(const wk_eval *ev, char key[65]) {
+  const Kernelarena__V1__Job *job = ev->job;
+  if (!job->n_files) return 0;
+  ka_sb sb = {0};
+  const char *parts[4] = {ev->t->id, ev->t->version, ev->dev->backend,
+                          ev->dev->arch ? ev->dev->arch : ""};
+  ka_sb_puts(&sb, "candidate|");
+  for (int i = 0; i < 4; i++) {
+    ka_sb_puts(&sb, parts[i] ? parts[i] : "");
+    ka_sb_puts(&sb, "|");
+  }
+  for (size_t i = 0; i < job->n_files; i++) {
+    const Kernelarena__V1__File *f = job->files[i];
+    ka_sb_printf(&sb, "%s|%zu|", f->path ? f->path : "", f->content.len);
+    if (f->content.len) ka_sb_append(&sb, (const char *)f->content.data, f->content.len);
+  }
+  ka_sha256_hex(sb.s ? sb.s : "", sb.len, key);
+  ka_sb_free(&sb);
+  return 1;
+}
+
+/* A malloc'd copy of ev's cached candidate image in *data (NULL and 0 if none). */
+static void wk_cand_image_get(const wk_eval *ev, uint8_t **data, size_t *len) {
+  char key[65];
+  *data = NULL, *len = 0;
+  if (!wk_cand_key(ev, key)) return;
+  pthread_mutex_lock(&wk_images_mu);
+  for (int i = 0; i < WK_CAND_IMAGES; i++)
+    if (wk_cand_images[i].data && !strcmp(wk_cand_images[i].key, key) &&
+        (*data = malloc(wk_cand_images[i].len))) {
+      memcpy(*data, wk_cand_images[i].data, wk_cand_images[i].len);
+      *len = wk_cand_images[i].len;
+      break;
+    }
+  pthread_mutex_unlock(&wk_images_mu);
+}
+
+/* A malloc'd copy of the image the runner left in memfd fd if it carries every seal
+ * (write, grow, shrink) and 1 byte to WK_IMAGE_MAX_BYTES; NULL otherwise. */
+static uint8_t *wk_sealed_image(int fd, size_t *len) {
+  int seals = fcntl(fd, F_GET_SEALS);
+  int need = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK;
+  struct stat st;
+  if (seals < 0 || (seals & need) != need || fstat(fd, &st) != 0 || st.st_size <= 0 ||
+      (size_t)st.st_size > WK_IMAGE_MAX_BYTES)
+    return NULL;
+  uint8_t *data = malloc((size_t)st.st_size);
+  if (!data || pread(fd, data, (size_t)st.st_size, 0) != st.st_size) {
+    free(data);
+    return NULL;
+  }
+  *len = (size_t)st.st_size;
+  return data;
+}
+
+/* Takes the candidate's image from memfd fd (sealed, wk_sealed_image) into the ring under
+ * ev's key, replacing the oldest entry when full. */
+static void wk_cand_image_put(const wk_eval *ev, int fd) {
+  char key[65];
+  size_t len = 0;
+  if (!wk_cand_key(ev, key)) return;
+  uint8_t *data = wk_sealed_image(fd, &len);
+  if (!data) return;
+  pthread_mutex_lock(&wk_images_mu);
+  int have = 0;
+  for (int i = 0; i < WK_CAND_IMAGES && !have; i++)
+    have = wk_cand_images[i].data && !strcmp(wk_cand_images[i].key, key);
+  if (!have) {
+    wk_image *im = &wk_cand_images[wk_cand_next++ % WK_CAND_IMAGES];
+    free(im->data);
+    snprintf(im->key, sizeof im->key, "%s", key);
+    im->data = data, im->len = len;
     data = NULL;
   }
   pthread_mutex_unlock(&wk_images_mu);
@@ -1016,10 +1102,26 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
     rj.image_fd = *nshare;
     share[(*nshare)++] = ev->image_fd;
   }
+  /* the candidate's image from its build cache, else a memfd for it (not for triton) */
+  uint8_t *cimg = NULL;
+  size_t cimg_len = 0;
+  int tri = !strcmp(t->language, "triton");
+  if (!host && !tri) wk_cand_image_get(ev, &cimg, &cimg_len);
+  if (cimg) {
+    rj.candidate_image.data = cimg;
+    rj.candidate_image.len = cimg_len;
+  } else if (!host && !tri &&
+             (ev->cand_image_fd = memfd_create("ka-cand-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >=
+                 0) {
+    rj.has_cand_image_fd = 1;
+    rj.cand_image_fd = *nshare;
+    share[(*nshare)++] = ev->cand_image_fd;
+  }
   *len = kernelarena__v1__runner_job__get_packed_size(&rj);
   *buf = malloc(*len + 1);
   if (*buf) kernelarena__v1__runner_job__pack(&rj, *buf);
   free(img);
+  free(cimg);
   return *buf ? KA_OK : KA_ENOMEM;
 }
 
@@ -1494,6 +1596,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   }
   ev->cfg = cfg, ev->job = job, ev->dev = dev;
   ev->image_fd = -1;
+  ev->cand_image_fd = -1;
   const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
   if (ct && ct->command) { /* a command task: its own commands (command.c) */
     free(ev);
@@ -1544,6 +1647,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     /* the build cache takes the baseline's image of an evaluation with a verdict */
     if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
       wk_image_put(ev, ev->image_fd);
+    if (ev->cand_image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
+      wk_cand_image_put(ev, ev->cand_image_fd);
     ka_sb_printf(&log,
                  "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
                  "ms, judging %.1f ms\n",
@@ -1557,6 +1662,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   }
   free(jbuf);
   if (ev->image_fd >= 0) close(ev->image_fd);
+  if (ev->cand_image_fd >= 0) close(ev->cand_image_fd);
   wk_free_cases(cfg, t, ev->cs, ev->prepared);
   if (ev->workdir[0]) ka_rmtree(ev->workdir);
   free(ev);

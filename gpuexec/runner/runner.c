@@ -15,6 +15,7 @@
  * code never runs in this process: host modules run in their own processes
  * (backend_host.c), GPU kernels on the device; a fault in them (crash, illegal
  * address, hang) ends only that process or this one, never the worker. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -227,11 +228,24 @@ static int rn_take_lock(rn_state *s, const Kernelarena__V1__RunnerJob *job, cons
  * none). KA_EINVAL for an index outside the passed fds. */
 static int rn_take_image_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, const int *fds,
                             int nfds) {
-  s->image_fd = -1;
+  s->image_fd = -1, s->cand_image_fd = -1;
+  if (job->has_cand_image_fd) {
+    if (job->cand_image_fd < 0 || job->cand_image_fd >= nfds) return KA_EINVAL;
+    s->cand_image_fd = fds[job->cand_image_fd];
+  }
   if (!job->has_image_fd) return KA_OK;
   if (job->image_fd < 0 || job->image_fd >= nfds) return KA_EINVAL;
   s->image_fd = fds[job->image_fd];
   return KA_OK;
+}
+
+/* Whether a compiler log says nothing: only whitespace (or no log). A candidate's image
+ * goes to the build cache only then, so that a later step of the same files, loaded from
+ * the cache, shows the same (empty) compile log. */
+static int rn_log_empty(const char *log) {
+  for (const char *p = log; p && *p; p++)
+    if (!isspace((unsigned char)*p)) return 0;
+  return 1;
 }
 
 static int rn_write_all(int fd, const uint8_t *p, size_t n) {
@@ -415,17 +429,22 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
                           .arch = NULL,
                           .workdir = wd,
                           .timeout_s = 60};
-    /* the baseline: from the worker's build cache, or built now and handed to it */
+    /* from the worker's build cache (the candidate: built from the same files before), or
+     * built now and handed to it */
+    int tri_lang = !strcmp(t->language, "triton");
     if (baseline && job->baseline_image.len > 0) {
       req.image = job->baseline_image.data;
       req.image_len = job->baseline_image.len;
+    } else if (!baseline && !tri_lang && job->candidate_image.len > 0) {
+      req.image = job->candidate_image.data;
+      req.image_len = job->candidate_image.len;
     }
     void *img = NULL, *tri = NULL;
     size_t tri_len = 0;
     char *tlog = NULL;
     /* triton (triton.h): compiled to a bundle of cubins by its own sandboxed process,
      * the plan rewritten onto it; the backend only loads it */
-    if (!strcmp(t->language, "triton")) {
+    if (tri_lang) {
       /* inside the job's compile limit (a second for the rest), 60 s when it has none */
       double ct = job->compile_timeout_s;
       double limit = ct > 2 ? ct - 1 : ct > 0 ? ct / 2 : 60;
@@ -440,6 +459,10 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
       rn_give_image(s->image_fd, img, req.image_len);
     if (rc == KA_OK && tri && baseline && s->image_fd >= 0)
       rn_give_image(s->image_fd, tri, tri_len);
+    /* the candidate's image, built before any of its code ran (rn_give_image seals it) */
+    if (rc == KA_OK && img && !baseline && !tri_lang && s->cand_image_fd >= 0 &&
+        rn_log_empty(log ? *log : NULL))
+      rn_give_image(s->cand_image_fd, img, req.image_len);
     if (tlog) { /* the triton compile's words before the load's */
       ka_sb sb = {0};
       ka_sb_puts(&sb, tlog);
@@ -525,7 +548,7 @@ int main(int argc, char **argv) {
   /* a warm runner (gpuexec's pool): open the device before the job comes */
   rn_state s = {0};
   s.lock = (ka_devlock){.m = -1, .t = -1};
-  s.image_fd = -1;
+  s.image_fd = -1, s.cand_image_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);

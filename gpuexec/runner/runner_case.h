@@ -32,7 +32,8 @@ typedef struct rn_state {
   /* monotonic ns since which the candidate's work is on the device (0: none); runner.c's
    * call watchdog ends the runner with TIMEOUT when it passes the job's call limit */
   _Atomic long long cand_since_ns;
-  int image_fd; /* the worker's memfd for the baseline's image (runner.c), or -1 */
+  int image_fd;      /* the worker's memfd for the baseline's image (runner.c), or -1 */
+  int cand_image_fd; /* the worker's memfd for the candidate's image (runner.c), or -1 */
 } rn_state;
 
 /* One implementation: impl[0] the baseline, impl[1] the candidate. */
