@@ -125,6 +125,38 @@ static void test_data(void) {
   float zeros[3] = {0, 0, 0};
   CHECK(!ka_compare_outputs(KA_DT_F32, zeros, small, 3, 1e-2, 1e-2, &cmp));
   CHECK(cmp.mismatches == 3);
+  /* the error maxima, in f32 and through the generic (f64) path alike: element 0 is off
+   * by 0.125 (relative 0.125, a mismatch at atol 0.01 x scale 2), element 3 by 2^-10
+   * against a zero reference (relative to the abs_tol floor 0.02: 0.048828125) */
+  {
+    double r4[4] = {1.0, 2.0, 0.5, 0.0};
+    float o4[4] = {1.125f, 2.0f, 0.5f, 0.0009765625f};
+    double d4[4] = {1.125, 2.0, 0.5, 0.0009765625};
+    for (int k = 0; k < 2; k++) {
+      CHECK(!ka_compare_outputs(k ? KA_DT_F64 : KA_DT_F32, k ? (const void *)d4 : (const void *)o4,
+                                r4, 4, 1e-2, 0, &cmp));
+      CHECK(cmp.mismatches == 1 && cmp.first_bad == 0 && cmp.first_out == 1.125);
+      CHECK(cmp.max_abs_err == 0.125 && cmp.max_rel_err == 0.125);
+    }
+    o4[0] = 1.0f; /* now only the element against zero: relative 2^-10 / 0.02 */
+    CHECK(ka_compare_outputs(KA_DT_F32, o4, r4, 4, 1e-2, 0, &cmp));
+    CHECK(cmp.max_abs_err == 0.0009765625 && fabs(cmp.max_rel_err - 0.0009765625 / 0.02) < 1e-15);
+  }
+  /* several threads (8 Mi elements): the first mismatch of the later half is the one
+   * named, the counts and maxima are those of one pass */
+  {
+    int64_t n = (int64_t)8 << 20;
+    float *ob = malloc((size_t)n * 4);
+    double *rb = malloc((size_t)n * 8);
+    CHECK(ob && rb);
+    for (int64_t i = 0; ob && rb && i < n; i++) rb[i] = (double)(i % 97) / 8, ob[i] = (float)rb[i];
+    if (ob && rb) {
+      ob[n - 5] += 1.0f, ob[n / 2 + 3] += 0.5f, ob[n - 1] += 0.25f;
+      CHECK(!ka_compare_outputs(KA_DT_F32, ob, rb, n, 1e-3, 1e-3, &cmp));
+      CHECK(cmp.mismatches == 3 && cmp.first_bad == n / 2 + 3 && cmp.max_abs_err == 1.0);
+    }
+    free(ob), free(rb);
+  }
   /* bf16 round trip */
   CHECK(ka_bf16_to_f32(ka_f32_to_bf16(1.5f)) == 1.5f);
   CHECK(fabsf(ka_bf16_to_f32(ka_f32_to_bf16(3.14159f)) - 3.14159f) < 0.02f);
