@@ -1184,6 +1184,7 @@ typedef struct wk_warm {
   wk_child ch;
   char workdir[PATH_MAX];
   int used;
+  double born; /* when it was started (ka_now_s): the oldest is taken first */
 } wk_warm;
 static wk_warm wk_pool[WK_POOL_MAX];
 static pthread_mutex_t wk_pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1207,23 +1208,29 @@ static void wk_warm_discard(wk_warm *w) {
   memset(w, 0, sizeof *w);
 }
 
-/* Takes the warm runner of dev if one is alive: *ch and workdir become the caller's. */
+/* Takes the oldest live warm runner of dev: *ch and workdir become the caller's. The
+ * oldest, because the one started at the end of the previous job may still be opening
+ * its device (a CUDA context takes ~0.2 s), while an older one has long been ready. */
 static int wk_pool_take(const Kernelarena__V1__Device *dev, wk_child *ch, char *workdir,
                         size_t wlen) {
   char key[64];
   wk_pool_key(dev, key, sizeof key);
   int got = 0;
   pthread_mutex_lock(&wk_pool_mu);
-  for (int i = 0; i < WK_POOL_MAX && !got; i++) {
-    wk_warm *w = &wk_pool[i];
-    if (!w->used || strcmp(w->key, key)) continue;
-    if (waitpid(w->ch.pid, NULL, WNOHANG) != 0) { /* it died while waiting: reaped now */
-      wk_warm_discard(w);
+  while (!got) {
+    wk_warm *best = NULL;
+    for (int i = 0; i < WK_POOL_MAX; i++) {
+      wk_warm *w = &wk_pool[i];
+      if (w->used && !strcmp(w->key, key) && (!best || w->born < best->born)) best = w;
+    }
+    if (!best) break;
+    if (waitpid(best->ch.pid, NULL, WNOHANG) != 0) { /* it died while waiting: reaped now */
+      wk_warm_discard(best);
       continue;
     }
-    *ch = w->ch;
-    snprintf(workdir, wlen, "%s", w->workdir);
-    memset(w, 0, sizeof *w);
+    *ch = best->ch;
+    snprintf(workdir, wlen, "%s", best->workdir);
+    memset(best, 0, sizeof *best);
     got = 1;
   }
   pthread_mutex_unlock(&wk_pool_mu);
@@ -1250,6 +1257,7 @@ void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev)
           KA_OK) {
         snprintf(w->key, sizeof w->key, "%s", key);
         w->used = 1;
+        w->born = ka_now_s();
       } else {
         ka_rmtree(w->workdir);
       }
@@ -1624,7 +1632,9 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     double deadline = ka_now_s() + ev->timeout;
     /* the references are computed here, in the trusted process, while the runner works
      * (once per cache entry) */
+    double t_refs = ka_now_s();
     int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
+    t_refs = ka_now_s() - t_refs;
     ka_sb result = {0}, log = {0};
     int wstatus = 0;
     size_t dropped = 0;
@@ -1651,8 +1661,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
       wk_cand_image_put(ev, ev->cand_image_fd);
     ka_sb_printf(&log,
                  "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
-                 "ms, judging %.1f ms\n",
-                 t_prep * 1e3, t_run * 1e3, (ka_now_s() - t_judge) * 1e3);
+                 "ms, of which references %.1f ms, judging %.1f ms\n",
+                 t_prep * 1e3, t_run * 1e3, t_refs * 1e3, (ka_now_s() - t_judge) * 1e3);
     if (dropped)
       ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n",
                    dropped);

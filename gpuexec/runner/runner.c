@@ -673,6 +673,7 @@ int main(int argc, char **argv) {
     }
   }
   /* the worker's go: the device's previous runner is gone (worker.c, wk_runner) */
+  double t_go = ka_now_s();
   if (rc == KA_OK && job->has_go_fd && job->go_fd >= 0 && job->go_fd < nfds) {
     char g;
     while (read(fds[job->go_fd], &g, 1) < 0 && errno == EINTR) {
@@ -685,6 +686,8 @@ int main(int argc, char **argv) {
   if (rc == KA_OK && job->call_limit_s > 0 &&
       pthread_create(&cwt, NULL, rn_call_watchdog, &cwatch) != 0)
     rc = ka_seterr(err, sizeof err, KA_ESYS, "cannot start the call watchdog");
+  t_go = ka_now_s() - t_go;
+  double t_cases = ka_now_s();
   if (rc == KA_OK) {
     res.status = KERNELARENA__V1__STATUS__OK;
     for (size_t ci = 0; ci < job->n_cases; ci++) {
@@ -702,6 +705,11 @@ int main(int argc, char **argv) {
       }
     }
   }
+  t_cases = ka_now_s() - t_cases;
+  ka_sb_printf(&s.log,
+               "[kernelarena] runner: waited %.1f ms for the device's previous runner, "
+               "cases %.1f ms (with their teardown)\n",
+               t_go * 1e3, t_cases * 1e3);
   ka_telemetry tm;
   if (s.ctx && s.be->telemetry && s.be->telemetry(s.ctx, &tm) == KA_OK && tm.valid) {
     tel.valid = 1;
