@@ -498,8 +498,8 @@ static int rn_sum_input(rn_cx *x, int q, int i, uint64_t *sum) {
 }
 
 /* The distribution a timed (or warm-up) call's input of fill f is drawn from on the device:
- * a normal in f32, f16 or bf16 in single precision (KA_FILL_FAST_NORMAL, a fifth of the
- * exact generator's device work), anything else as the worker draws it. These inputs never
+ * a normal in f32, f16 or bf16 in single precision (KA_FILL_FAST_NORMAL, half the exact
+ * generator's device time on the H200), anything else as the worker draws it. These inputs never
  * leave the device and no reference is computed from them: the candidate's outputs of
  * the call are verified against the baseline's on the same inputs (rn_verify_call), so
  * they need the distribution, not the host's bits. */
