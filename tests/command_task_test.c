@@ -83,6 +83,8 @@ static void test_fixture(const char *src) {
   const ka_task *g = ka_registry_find(r, "suite/demo/gpu_only");
   check(g && g->nbackends == 1 && !strcmp(g->backends[0], "cuda"),
         "platform_support [nvidia] -> cuda", "%d", g ? g->nbackends : -1);
+  check(g && g->command->max_speedup == 50, "config.yaml max_speedup: 50 sets the cap", "%g",
+        g ? g->command->max_speedup : -1);
   ka_registry_free(r);
 }
 
@@ -102,6 +104,8 @@ static void test_bad_configs(void) {
        "source_file_path other.py is missing"},
       {"bad_command", "source_file_path: k.py\nperformance_command: {a: b}\n",
        "must be a string or a list"},
+      {"cap_one", GOOD_CONFIG "max_speedup: 1\n", "max_speedup must be a number in (1, 1e6]"},
+      {"cap_word", GOOD_CONFIG "max_speedup: high\n", "max_speedup must be a number"},
   };
   int n = (int)(sizeof bad / sizeof bad[0]);
   for (int i = 0; i < n; i++) {
@@ -136,6 +140,8 @@ static void test_bad_configs(void) {
     check(t->command->nharness == 1 && !strcmp(t->command->harness[0], "config.yaml"),
           "a stale report and __pycache__ are not harness", "%d", t->command->nharness);
     check(t->nbackends == 2, "platform_support [cpu, nvidia]: host and cuda", "%d", t->nbackends);
+    check(t->command->max_speedup == KA_CMD_DEFAULT_MAX_SPEEDUP && KA_CMD_DEFAULT_MAX_SPEEDUP == 10,
+          "the speedup cap defaults to 10x", "%g", t->command->max_speedup);
     char what[PATH_MAX] = "";
     put("bad/good/config.yaml", GOOD_CONFIG "# changed\n");
     check(ka_command_harness_changed(t, t->dir, what, sizeof what) == 1 &&
@@ -162,6 +168,10 @@ static void test_perf_reports(void) {
   n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 1 && cs[0].ms == 1 && cs[0].base_ms == 2 && !strcmp(cs[0].name, "[4,8]"),
         "cases, ori_time/opt_time, a shape as the name", "%d %s %s", n, cs[0].name, why);
+  s = "[{\"test_case_id\":\"perf1\",\"execution_time_ms\":2,\"params\":{\"n\":4}}]";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 1 && !strcmp(cs[0].name, "perf1"), "the seed's test_case_id names a case", "%d %s %s",
+        n, cs[0].name, why);
   s = "{\"execution_time_ms\": 7, \"wall_time_ms\": 1}";
   n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 1 && cs[0].ms == 7, "one object; device time preferred over a wall key", "%d %s", n,

@@ -307,21 +307,97 @@ static int cmd_output_fails(const char *out) {
   return 0;
 }
 
+/* The report files the commands may write, relative to the workdir. */
+static const char *const cmd_reports[] = {"build/compile_report.json",
+                                          "build/correctness_report.json",
+                                          "build/performance_report.json",
+                                          "perf/benchmark_results.json", NULL};
+
+/* Removes every report from workdir before a phase (red team 2026-12-01: a report the
+ * submitted code wrote in an earlier phase, or a link or folder in its place, must not
+ * be read as the phase's own): build/ *_report.json and perf/benchmark_results.json; a
+ * build or perf that is not a folder (a link) is removed itself. Nothing outside the
+ * workdir is touched: links are removed, never followed. */
+static void cmd_clear_reports(const char *workdir) {
+  static const char *const dirs[] = {"build", "perf", NULL};
+  for (int k = 0; dirs[k]; k++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", workdir, dirs[k]);
+    struct stat st;
+    if (lstat(path, &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      unlink(path);
+      continue;
+    }
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) continue;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+      close(dfd);
+      continue;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      char rel[PATH_MAX];
+      snprintf(rel, sizeof rel, "%s/%s", dirs[k], e->d_name);
+      if (e->d_name[0] == '.' || !ka_command_is_output(rel)) continue;
+      if (unlinkat(dfd, e->d_name, 0) != 0 && (errno == EISDIR || errno == EPERM)) {
+        snprintf(path, sizeof path, "%s/%s", workdir, rel);
+        ka_rmtree(path);
+      }
+    }
+    closedir(d);
+  }
+}
+
+/* Reads the report workdir/rel (at most CMD_REPORT_MAX bytes) only as a regular file
+ * reached without links (neither it nor its folder a link), never blocking (a FIFO).
+ * Returns 0 with *text (malloc'd, NUL-terminated) and *len, -1 when there is none,
+ * -2 with the reason in why when it is not a regular file or cannot be read. */
+static int cmd_read_report(const char *workdir, const char *rel, char **text, size_t *len,
+                           char *why, size_t whylen) {
+  *text = NULL, *len = 0;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/%s", workdir, rel);
+  char *slash = strrchr(dir, '/');
+  *slash = 0;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0 && errno == ENOENT) return -1;
+  int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int e = errno;
+  if (dfd >= 0) close(dfd);
+  if (dfd >= 0 && fd < 0 && e == ENOENT) return -1;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) close(fd);
+    snprintf(why, whylen, "%s is not a regular file (a link, a folder or a device)", rel);
+    return -2;
+  }
+  ka_sb sb = {0};
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 && sb.len <= CMD_REPORT_MAX)
+    ka_sb_append(&sb, buf, (size_t)n);
+  close(fd);
+  if (n < 0 || sb.len > CMD_REPORT_MAX || sb.oom) {
+    ka_sb_free(&sb);
+    snprintf(why, whylen, "%s cannot be read (or is over %u bytes)", rel, CMD_REPORT_MAX);
+    return -2;
+  }
+  *len = sb.len;
+  *text = sb.s ? ka_sb_take(&sb) : strdup("");
+  return *text ? 0 : -2;
+}
+
 /* Reads workdir/rel as JSON: NULL with *present 0 when there is no such file, NULL with
- * *present 1 and why when it does not parse. */
+ * *present 1 and why when it is not a regular file or does not parse. */
 static json_t *cmd_read_json(const char *workdir, const char *rel, int *present, char *why,
                              size_t whylen) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", workdir, rel);
   char *text;
   size_t len;
-  *present = 0;
-  if (access(path, F_OK) != 0) return NULL;
-  *present = 1;
-  if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
-    snprintf(why, whylen, "%s cannot be read (or is over %u bytes)", rel, CMD_REPORT_MAX);
-    return NULL;
-  }
+  int r = cmd_read_report(workdir, rel, &text, &len, why, whylen);
+  *present = r != -1;
+  if (r) return NULL;
   json_error_t je;
   json_t *j = json_loadb(text, len, 0, &je);
   free(text);
@@ -399,7 +475,8 @@ static int cmd_parse_case(json_t *c, int i, ka_cmd_case *out, char *why, size_t 
     snprintf(why, whylen, "case %d is not a JSON object", i);
     return -1;
   }
-  static const char *const names[] = {"name", "case", "shape", "config", "id", NULL};
+  static const char *const names[] = {"name", "test_case_id", "case", "shape", "config", "id",
+                                      NULL};
   for (int k = 0; names[k] && !out->name[0]; k++) {
     json_t *n = json_object_get(c, names[k]);
     if (json_is_string(n))
@@ -565,23 +642,20 @@ static int cmd_check_status_report(const char *workdir, int p, cmd_pass *ps) {
 /* Reads the performance report: build/performance_report.json, else
  * perf/benchmark_results.json. */
 static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
-  static const char *const rels[] = {"build/performance_report.json", "perf/benchmark_results.json",
-                                     NULL};
-  for (int k = 0; rels[k]; k++) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", workdir, rels[k]);
-    if (access(path, F_OK) != 0) continue;
+  for (int k = 2; cmd_reports[k]; k++) {
     char *text, why[512] = "";
     size_t len;
-    if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
-      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "%s cannot be read", rels[k]);
+    int r = cmd_read_report(workdir, cmd_reports[k], &text, &len, why, sizeof why);
+    if (r == -1) continue;
+    if (r == -2) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "%s", why);
       return 1;
     }
     int n = ka_cmd_parse_perf(text, len, ps->cases, CMD_MAX_CASES, why, sizeof why);
     free(text);
     if (n < 0) {
       cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "malformed performance report %s: %s",
-              rels[k], why);
+              cmd_reports[k], why);
       return 1;
     }
     ps->ncases = n;
@@ -610,6 +684,7 @@ static void cmd_run_pass(const ka_exec_config *cfg, const ka_task *t,
   } else {
     int stop = 0;
     for (int p = 0; p < KA_CMD_NPHASES && !stop; p++) {
+      cmd_clear_reports(workdir); /* a phase's reports are its own commands' */
       stop = cmd_phase(t, workdir, p, end, ps);
       if (!stop && p != KA_CMD_PERFORMANCE) stop = cmd_check_status_report(workdir, p, ps);
     }
@@ -685,9 +760,20 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
 
 /* ---- the result */
 
-/* Fills res's cases from the candidate's pass and the baseline; 0, or 1 (a count of
- * cases other than the baseline's) with the verdict set. */
-static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Result *res) {
+/* The baseline's time of candidate case i named name: the cached baseline's case of the
+ * same name, else the case at the same position (the counts are equal); 0 if none. */
+static double cmd_base_ms(const cmd_base *b, int i, const char *name) {
+  for (int k = 0; k < b->ncases; k++)
+    if (!strcmp(b->cases[k].name, name)) return b->cases[k].ms;
+  return i < b->ncases ? b->cases[i].ms : 0;
+}
+
+/* Fills res's cases from the candidate's pass against the executor's own cached
+ * baseline (never the report's ori_time: the submitted code can write the report, red
+ * team 2026-12-01). 0, or 1 with the verdict set: RUNTIME_ERROR for a count of cases
+ * other than the baseline's, FLAGGED for a case faster than the task's cap. */
+static int cmd_score(const ka_task *t, const cmd_pass *ps, const cmd_base *b, ka_sb *log,
+                     Kernelarena__V1__Result *res) {
   if (ps->ncases != b->ncases) { /* the mean must be over the cases the baseline has */
     char msg[200];
     snprintf(msg, sizeof msg, "the performance report has %d case%s, the baseline's %d", ps->ncases,
@@ -698,13 +784,11 @@ static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Res
   }
   res->cases = calloc((size_t)ps->ncases, sizeof *res->cases);
   if (!res->cases) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
-  double sum = 0;
+  double sum = 0, cap = t->command->max_speedup;
+  char msg[400] = "";
   for (int i = 0; i < ps->ncases; i++) {
     const ka_cmd_case *c = &ps->cases[i];
-    double base = c->base_ms;
-    for (int k = 0; !(base > 0) && k < b->ncases; k++)
-      if (!strcmp(b->cases[k].name, c->name)) base = b->cases[k].ms;
-    if (!(base > 0)) base = b->cases[i].ms; /* same count: the case at the same position */
+    double base = cmd_base_ms(b, i, c->name);
     Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
     if (!cr) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
     kernelarena__v1__case_result__init(cr);
@@ -712,23 +796,27 @@ static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Res
     cr->name = strdup(c->name);
     cr->candidate_ms = c->ms;
     cr->baseline_ms = base;
-    if (!(base > 0)) {
-      char msg[300];
-      snprintf(msg, sizeof msg, "the performance report's case %s is not in the baseline's",
-               c->name);
-      res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
-      res->message = strdup(msg);
-      return 1;
-    }
     cr->correct = 1;
     cr->speedup = base / c->ms;
     sum += cr->speedup;
+    if (c->base_ms > 0)
+      ka_sb_printf(log,
+                   "[kernelarena] case %s: the report's own ori_time %.4g ms is not used; the "
+                   "baseline is the executor's run of the unchanged folder, %.4g ms\n",
+                   c->name, c->base_ms, base);
+    if (!msg[0] && cr->speedup > cap)
+      snprintf(msg, sizeof msg,
+               "the speedup of case %s is %.1fx, above the cap of %gx for a task-harness task "
+               "(its own scripts time code that can write their report: docs/integrity.md; "
+               "config.yaml max_speedup raises the cap)",
+               c->name, cr->speedup, cap);
   }
   /* the seed's score: 120 + 100 x the arithmetic mean of the per-case speedups, carried
    * in geomean_speedup so that the reward is the same function for every task */
   res->geomean_speedup = ps->ncases ? sum / ps->ncases : 0;
-  res->status = CMD_OK;
-  return 0;
+  res->status = msg[0] ? KERNELARENA__V1__STATUS__FLAGGED : CMD_OK;
+  if (msg[0]) res->message = strdup(msg);
+  return msg[0] != 0;
 }
 
 void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
@@ -757,7 +845,7 @@ void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Devic
         cmd_run_pass(cfg, t, job, ka_now_s() + budget, ps);
         if (ps->log.s) ka_sb_puts(&log, ps->log.s);
         if (ps->status == CMD_OK) {
-          cmd_score(ps, &b, res);
+          cmd_score(t, ps, &b, &log, res);
         } else {
           res->status = ps->status;
           res->message = strdup(ps->message);
