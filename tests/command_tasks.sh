@@ -23,7 +23,7 @@ before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 "$BIN/envctl" tasks --tasks "$WORK/tasks" >"$WORK/tasks.out" 2>&1
 cat "$WORK/tasks.out"
 check "envctl tasks lists suite/demo/sum_py as a command task on host" \
-  grep -Eq "^suite/demo/sum_py +python2python +python +command +host" "$WORK/tasks.out"
+  grep -Eq "^suite/demo/sum_py +python2python +python +command +host +harness" "$WORK/tasks.out"
 check "envctl tasks lists suite/demo/gpu_only on cuda" \
   grep -Eq "^suite/demo/gpu_only +triton2triton +python +command +cuda" "$WORK/tasks.out"
 
@@ -67,6 +67,9 @@ expect 21 "forge_fast: its own report, 2000x" FLAGGED 0.00
 expect 22 "stale: a report written in the correctness phase" RUNTIME_ERROR 20.00
 expect 23 "notfile: a folder as the report" RUNTIME_ERROR 20.00
 expect 24 "link: a symbolic link as the report" RUNTIME_ERROR 20.00
+check "a command task's mean is labelled arithmetic, not geometric" sh -c \
+  "grep -q 'mean speedup 2.000x (arithmetic, the task harness.s score)' '$WORK/episode.out' && ! grep -q 'geometric-mean' '$WORK/episode.out'"
+check "the step's cases carry the report's names" grep -Eq "^  rows32_cols64 +yes" "$WORK/episode.out"
 check "the speedup cap names the case and the cap" grep -q "speedup of case rows8_cols16 is 2000.0x, above the cap of 10x" "$WORK/episode.out"
 check "a report that is a folder or a link: named, and not read" sh -c \
   "[ \$(grep -c 'build/performance_report.json is not a regular file' '$WORK/episode.out') -ge 4 ] && ! grep -q \"near '\$(head -c 2 /etc/hostname)\" '$WORK/episode.out'"
