@@ -97,13 +97,19 @@ until "$B/envctl" health --server "$URL" --timeout 2 2>/dev/null | grep -q "exec
   sleep 0.2
 done
 
-# The runs: every task's baseline, then the candidates (a task's baseline first, so that
-# its candidate finds the baseline measured and cached).
+# The runs, in this order (JOBS at a time): the baselines of the tasks that have a
+# candidate, 4 other baselines, the candidates (their baselines measured and cached by
+# then), the other baselines; so that a budget cut skips baselines, not candidates.
 : >"$W/runs"
-for t in $list; do echo "$t baseline" >>"$W/runs"; done
+withc=""
+others=""
 for t in $list; do
-  [ -d "$CANDS/$t" ] && echo "$t candidate" >>"$W/runs"
+  if [ -d "$CANDS/$t" ]; then withc="$withc $t"; else others="$others $t"; fi
 done
+for t in $withc; do echo "$t baseline" >>"$W/runs"; done
+for t in $(echo $others | tr ' ' '\n' | head -n 4); do echo "$t baseline" >>"$W/runs"; done
+for t in $withc; do echo "$t candidate" >>"$W/runs"; done
+for t in $(echo $others | tr ' ' '\n' | tail -n +5); do echo "$t baseline" >>"$W/runs"; done
 t0=$(date +%s)
 # one run: an episode of one step (the candidate's files copied in by the agent)
 cat >"$W/one.sh" <<'EOS'
@@ -119,9 +125,7 @@ fi
 EOS
 export B OUT URL W CANDS BUDGET_S
 export T0=$t0
-# baselines first (in parallel), then the candidates, whose baselines are cached by then
-grep ' baseline$' "$W/runs" | xargs -P "$JOBS" -n 2 sh "$W/one.sh"
-grep ' candidate$' "$W/runs" | xargs -P "$JOBS" -n 2 sh "$W/one.sh"
+xargs -P "$JOBS" -n 2 sh "$W/one.sh" <"$W/runs"
 t1=$(date +%s)
 alive=no
 kill -0 "$GX" 2>/dev/null && alive=yes
