@@ -234,6 +234,21 @@ static void test_env(void) {
   check(e->ro[0] && !strcmp(e->ro[0], "/opt/torch/.venv/bin") && !e->ro[1],
         "the absolute folders of the PATH prefix are readable in the sandbox", "%s",
         e->ro[0] ? e->ro[0] : "(none)");
+  /* a venv whose python3 links to an interpreter elsewhere (uv keeps them under /root) */
+  put("base/bin/python3.12", "#!/bin/false\n");
+  char venv[PATH_MAX], link[PATH_MAX], target[PATH_MAX], home[PATH_MAX];
+  snprintf(venv, sizeof venv, "%s/venv/bin", g_tmp);
+  snprintf(link, sizeof link, "%s/python3", venv);
+  snprintf(target, sizeof target, "%s/base/bin/python3.12", g_tmp);
+  snprintf(home, sizeof home, "%s/base", g_tmp);
+  ka_mkdirs(venv);
+  check(symlink(target, link) == 0, "a venv's python3 link", "%s", link);
+  rc = ka_cmd_env_init(e, "cuda", 0, venv, "/w", gpus);
+  char real[PATH_MAX];
+  check(rc == KA_OK && e->ro[0] && !strcmp(e->ro[0], venv) && e->ro[1] && realpath(home, real) &&
+            !strcmp(e->ro[1], real) && !e->ro[2],
+        "the installation a venv's python3 links to is readable too", "%s",
+        e->ro[1] ? e->ro[1] : "(none)");
   rc = ka_cmd_env_init(e, "cuda", 3, NULL, "/w", gpus);
   check(
       rc == KA_OK && has((char *const *)e->nodes, "/dev/nvidia3") && strstr(e->note, "CUDA index"),

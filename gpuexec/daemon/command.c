@@ -186,6 +186,23 @@ static void cmd_env_device(ka_cmd_env *e, const char *backend, int index, const 
   e->gpu = n > 0;
 }
 
+/* Adds to e->ro the installation of the first python3 of e's PATH prefix folders (the
+ * folder two levels above the program its links lead to: a venv's base interpreter, e.g.
+ * one that uv keeps under /root), so that the sandboxed command can run it. */
+static void cmd_env_python(ka_cmd_env *e, int nro) {
+  for (int i = 0; i < nro && nro < KA_CMD_MAX_RO; i++) {
+    char py[PATH_MAX];
+    snprintf(py, sizeof py, "%s/python3", e->ro[i]);
+    if (!realpath(py, e->python_home)) continue;
+    for (int up = 0; up < 2; up++) {
+      char *slash = strrchr(e->python_home, '/');
+      if (slash && slash != e->python_home) *slash = 0;
+    }
+    e->ro[nro++] = e->python_home;
+    break;
+  }
+}
+
 int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *path_prefix,
                     const char *workdir, const char *gpus_dir) {
   memset(e, 0, sizeof *e);
@@ -203,6 +220,7 @@ int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *p
   for (char *tok = strtok_r(e->ro_buf, ":", &save); tok && nro < KA_CMD_MAX_RO;
        tok = strtok_r(NULL, ":", &save))
     if (tok[0] == '/') e->ro[nro++] = tok;
+  cmd_env_python(e, nro);
   cmd_env_device(e, backend, index, gpus_dir);
   static char *const fixed[] = {"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1",
                                 "PYTHONUNBUFFERED=1"};

@@ -41,16 +41,19 @@ typedef struct ka_cmd_env {
   const char *nodes[KA_CMD_MAX_NODES + 1]; /* NULL-terminated; nodes[0] NULL on host */
   int gpu;                                 /* 1: the sandbox opens nodes (cuda, hip) */
   char ro_buf[1024];
-  const char *ro[KA_CMD_MAX_RO + 1]; /* the absolute folders of path_prefix, NULL-terminated */
+  char python_home[PATH_MAX];        /* the installation of path_prefix's python3 */
+  const char *ro[KA_CMD_MAX_RO + 1]; /* the absolute folders of path_prefix and python_home,
+                                        NULL-terminated */
   char note[160];                    /* how the device node was found (for the log) */
 } ka_cmd_env;
 
 /* Fills *e for commands run in workdir on device backend:index. PATH is path_prefix (a
  * colon-separated list of folders, e.g. a venv's bin; NULL or "" for none) before
- * /usr/local/bin:/usr/bin:/bin. On cuda: CUDA_VISIBLE_DEVICES=index and the nodes
- * /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools and /dev/nvidiaM, M the minor
- * of the index-th GPU (in PCI order: CUDA's order for GPUs of one model) under
- * gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
+ * /usr/local/bin:/usr/bin:/bin; the folders of path_prefix and the installation of its
+ * first python3 (realpath, two levels up) are readable in the sandbox (e->ro). On cuda:
+ * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools
+ * and /dev/nvidiaM, M the minor of the index-th GPU (in PCI order: CUDA's order for GPUs of one
+ * model) under gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
  * HIP_VISIBLE_DEVICES=index, /dev/kfd and /dev/dri/renderD(128 + index). Host: no
  * device, no nodes. Returns KA_OK or KA_EINVAL (a path too long). Pure but for reading
  * gpus_dir; thread safe. */
