@@ -222,8 +222,10 @@ int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *p
     if (tok[0] == '/') e->ro[nro++] = tok;
   cmd_env_python(e, nro);
   cmd_env_device(e, backend, index, gpus_dir);
-  static char *const fixed[] = {"LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1",
-                                "PYTHONUNBUFFERED=1"};
+  /* USER and LOGNAME: getpass.getuser() (torch's caches) needs no /etc/passwd then */
+  static char *const fixed[] = {"LANG=C.UTF-8",       "PYTHONDONTWRITEBYTECODE=1",
+                                "PYTHONNOUSERSITE=1", "PYTHONUNBUFFERED=1",
+                                "USER=kernelarena",   "LOGNAME=kernelarena"};
   int k = 0;
   e->envp[k++] = e->path;
   e->envp[k++] = e->home;

@@ -35,7 +35,7 @@ void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Devic
  * before fork, so that the child allocates nothing. */
 typedef struct ka_cmd_env {
   char workdir[PATH_MAX];
-  char *envp[12]; /* NULL-terminated, pointing into the buffers below */
+  char *envp[16]; /* NULL-terminated, pointing into the buffers below */
   char path[1024], home[PATH_MAX + 8], tmp[PATH_MAX + 8], visible[64];
   char node_buf[KA_CMD_MAX_NODES][64];
   const char *nodes[KA_CMD_MAX_NODES + 1]; /* NULL-terminated; nodes[0] NULL on host */
