@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +17,7 @@
 #include "devlock.h"
 #include "ka_check.h"
 #include "ka_common.h"
+#include "sandbox.h"
 #include "task.h"
 #include "task_command.h"
 
@@ -272,6 +276,54 @@ static void test_env(void) {
   free(e);
 }
 
+/* 1 if path opens with flags (then closed). */
+static int opens(const char *path, int flags) {
+  int fd = open(path, flags | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+/* The GPU commands' sandbox (ka_sandbox_command) in a child: /proc and /sys readable, the
+ * listed device node (here /dev/ptmx, standing for /dev/nvidiaN) and /dev/null open,
+ * another device node (/dev/fuse, standing for another GPU's), /dev/shm, /etc/passwd
+ * and files outside the workdir refused. Exit code: a bit per failed expectation. */
+static void test_gpu_sandbox(void) {
+  check(ka_sandbox_landlock_abi() > 0, "Landlock is offered (the GPU commands' sandbox needs it)",
+        "abi %d", ka_sandbox_landlock_abi());
+  char wd[PATH_MAX], inside[PATH_MAX + 8], outside[PATH_MAX + 8];
+  snprintf(wd, sizeof wd, "%s/gpu-wd", g_tmp);
+  ka_mkdirs(wd);
+  snprintf(inside, sizeof inside, "%s/ok", wd);
+  snprintf(outside, sizeof outside, "%s/escape", g_tmp);
+  pid_t pid = fork();
+  if (pid == 0) {
+    static const char *const nodes[] = {"/dev/ptmx", NULL};
+    static const char *const ro[] = {NULL};
+    char err[256];
+    if (ka_sandbox_command(wd, nodes, ro, err, sizeof err) != KA_OK) _exit(255);
+    int bad = 0;
+    bad |= !opens("/proc/self/status", O_RDONLY) << 0;
+    bad |= !opens("/sys/devices/system/cpu/online", O_RDONLY) << 1;
+    bad |= !opens("/dev/ptmx", O_RDWR) << 2;
+    bad |= !opens("/dev/null", O_RDWR) << 3;
+    bad |= opens("/dev/fuse", O_RDWR) << 4;
+    bad |= opens("/etc/passwd", O_RDONLY) << 5;
+    bad |= opens(outside, O_WRONLY | O_CREAT) << 6;
+    bad |= !opens(inside, O_WRONLY | O_CREAT) << 7;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  struct stat sb;
+  check(code == 0 && stat(outside, &sb) != 0,
+        "GPU sandbox: /proc, /sys, the job's node and /dev/null open; another node, /etc/passwd "
+        "and a file outside the folder do not",
+        "exit %d (bits: 0 /proc, 1 /sys, 2 node, 3 null, 4 other node, 5 passwd, 6 outside, 7 "
+        "inside)",
+        code);
+}
+
 typedef struct lock_job {
   const ka_task *t;
   ka_devlock *lock;
@@ -365,6 +417,7 @@ int main(int argc, char **argv) {
   test_bad_configs();
   test_perf_reports();
   test_env();
+  test_gpu_sandbox();
   test_lock();
   ka_rmtree(g_tmp);
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
