@@ -18,7 +18,7 @@
 #        PYBIN       folder of the python3 with torch and triton, put first on the
 #                    commands' PATH (gpuexec --command-path; default /opt/torch/.venv/bin)
 #        JOBS        episodes and evaluations in flight (gpuexec --jobs-per-device; 4)
-#        BUDGET_S    seconds for all the episodes (default 420); episodes not started by
+#        BUDGET_S    seconds for all the episodes (default 400); episodes not started by
 #                    then are reported as SKIPPED
 #        BACKENDS    gpuexec --backends (default cuda; host to try the script on a CPU
 #                    machine with tests/fixtures/command/tasks/suite/demo)
@@ -30,7 +30,7 @@ OUT=${OUT:-/tmp/ka-out}
 N=${N:-20}
 PYBIN=${PYBIN:-/opt/torch/.venv/bin}
 JOBS=${JOBS:-4}
-BUDGET_S=${BUDGET_S:-420}
+BUDGET_S=${BUDGET_S:-400}
 R=$(pwd)
 B=$R/build/bin
 CANDS=${CANDS:-$R/tests/candidates/command}
