@@ -179,6 +179,15 @@ static int tc_parse(yaml_document_t *doc, const char *file, ka_task *t, char *er
     }
     t->timeout_s += c->timeout_s[p] * (k ? k : 0);
   }
+  c->max_speedup = KA_CMD_DEFAULT_MAX_SPEEDUP;
+  const char *cap = tc_scalar(tc_get(doc, root, "max_speedup"));
+  if (cap) {
+    char *end;
+    double v = strtod(cap, &end);
+    if (*end || !(v > 1) || v > 1e6)
+      return tc_fail(err, errlen, file, "max_speedup must be a number in (1, 1e6]");
+    c->max_speedup = v;
+  }
   if (!c->ncommands[KA_CMD_CORRECTNESS] && !c->ncommands[KA_CMD_PERFORMANCE])
     return tc_fail(err, errlen, file, "no correctness_command and no performance_command");
   if (!c->ncommands[KA_CMD_PERFORMANCE])

@@ -20,6 +20,10 @@
 #define KA_CMD_MAX_HARNESS 512         /* harness files per task */
 #define KA_CMD_MAX_TARGETS 16          /* target_kernel_functions */
 #define KA_CMD_DEFAULT_TIMEOUT_S 600.0 /* a phase without its *_timeout */
+/* A case faster than this many times the baseline is FLAGGED, not rewarded: the task's
+ * own scripts time code that runs beside them and can write their report
+ * (docs/integrity.md, task-harness); config.yaml `max_speedup` sets another cap. */
+#define KA_CMD_DEFAULT_MAX_SPEEDUP 10.0
 
 /* The three phases, in the order they run. */
 typedef enum ka_cmd_phase { KA_CMD_COMPILE, KA_CMD_CORRECTNESS, KA_CMD_PERFORMANCE } ka_cmd_phase;
@@ -29,6 +33,7 @@ typedef struct ka_command_spec {
   char *commands[KA_CMD_NPHASES][KA_CMD_MAX_COMMANDS]; /* shell command lines (/bin/sh -c) */
   int ncommands[KA_CMD_NPHASES];
   double timeout_s[KA_CMD_NPHASES];  /* per command of the phase, seconds */
+  double max_speedup;                /* the speedup cap (config.yaml max_speedup, > 1) */
   char *targets[KA_CMD_MAX_TARGETS]; /* target_kernel_functions (shown in the prompt) */
   int ntargets;
   /* harness files (relative paths, sorted) and the SHA-256 (hex) of each at load */

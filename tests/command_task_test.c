@@ -2,15 +2,22 @@
  * harness check, and the performance report rules (gpuexec/daemon/command.c).
  * usage: command_task_test SOURCE_DIR */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "command.h"
+#include "devlock.h"
 #include "ka_check.h"
 #include "ka_common.h"
+#include "sandbox.h"
 #include "task.h"
 #include "task_command.h"
 
@@ -83,6 +90,8 @@ static void test_fixture(const char *src) {
   const ka_task *g = ka_registry_find(r, "suite/demo/gpu_only");
   check(g && g->nbackends == 1 && !strcmp(g->backends[0], "cuda"),
         "platform_support [nvidia] -> cuda", "%d", g ? g->nbackends : -1);
+  check(g && g->command->max_speedup == 50, "config.yaml max_speedup: 50 sets the cap", "%g",
+        g ? g->command->max_speedup : -1);
   ka_registry_free(r);
 }
 
@@ -102,6 +111,8 @@ static void test_bad_configs(void) {
        "source_file_path other.py is missing"},
       {"bad_command", "source_file_path: k.py\nperformance_command: {a: b}\n",
        "must be a string or a list"},
+      {"cap_one", GOOD_CONFIG "max_speedup: 1\n", "max_speedup must be a number in (1, 1e6]"},
+      {"cap_word", GOOD_CONFIG "max_speedup: high\n", "max_speedup must be a number"},
   };
   int n = (int)(sizeof bad / sizeof bad[0]);
   for (int i = 0; i < n; i++) {
@@ -136,6 +147,8 @@ static void test_bad_configs(void) {
     check(t->command->nharness == 1 && !strcmp(t->command->harness[0], "config.yaml"),
           "a stale report and __pycache__ are not harness", "%d", t->command->nharness);
     check(t->nbackends == 2, "platform_support [cpu, nvidia]: host and cuda", "%d", t->nbackends);
+    check(t->command->max_speedup == KA_CMD_DEFAULT_MAX_SPEEDUP && KA_CMD_DEFAULT_MAX_SPEEDUP == 10,
+          "the speedup cap defaults to 10x", "%g", t->command->max_speedup);
     char what[PATH_MAX] = "";
     put("bad/good/config.yaml", GOOD_CONFIG "# changed\n");
     check(ka_command_harness_changed(t, t->dir, what, sizeof what) == 1 &&
@@ -162,6 +175,10 @@ static void test_perf_reports(void) {
   n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 1 && cs[0].ms == 1 && cs[0].base_ms == 2 && !strcmp(cs[0].name, "[4,8]"),
         "cases, ori_time/opt_time, a shape as the name", "%d %s %s", n, cs[0].name, why);
+  s = "[{\"test_case_id\":\"perf1\",\"execution_time_ms\":2,\"params\":{\"n\":4}}]";
+  n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
+  check(n == 1 && !strcmp(cs[0].name, "perf1"), "the seed's test_case_id names a case", "%d %s %s",
+        n, cs[0].name, why);
   s = "{\"execution_time_ms\": 7, \"wall_time_ms\": 1}";
   n = ka_cmd_parse_perf(s, strlen(s), cs, 8, why, sizeof why);
   check(n == 1 && cs[0].ms == 7, "one object; device time preferred over a wall key", "%d %s", n,
@@ -191,6 +208,204 @@ static void test_perf_reports(void) {
   check(n == -1 && strstr(why, "more than 8"), "more cases than room: refused", "%s", why);
 }
 
+/* 1 if the NULL-terminated list v holds s. */
+static int has(char *const *v, const char *s) {
+  for (int i = 0; v[i]; i++)
+    if (!strcmp(v[i], s)) return 1;
+  return 0;
+}
+
+/* The commands' environment and device nodes (issue 19 item 2): the job's device only. */
+static void test_env(void) {
+  put("gpus/0000:1b:00.0/information", "Model: NVIDIA H200\nDevice Minor: 5\n");
+  put("gpus/0000:0a:00.0/information", "Model: NVIDIA H200\nDevice Minor: 2\n");
+  char gpus[PATH_MAX];
+  snprintf(gpus, sizeof gpus, "%s/gpus", g_tmp);
+  ka_cmd_env *e = calloc(1, sizeof *e);
+  int rc = ka_cmd_env_init(e, "cuda", 1, "/opt/torch/.venv/bin:rel", "/w/x", gpus);
+  check(rc == KA_OK && has(e->envp, "CUDA_VISIBLE_DEVICES=1") &&
+            has(e->envp, "PATH=/opt/torch/.venv/bin:rel:/usr/local/bin:/usr/bin:/bin") &&
+            has(e->envp, "HOME=/w/x") && has(e->envp, "TMPDIR=/w/x"),
+        "cuda: CUDA_VISIBLE_DEVICES is the job's index, PATH starts with --command-path", "%s",
+        e->path);
+  check(e->gpu && has((char *const *)e->nodes, "/dev/nvidia5") &&
+            has((char *const *)e->nodes, "/dev/nvidiactl") &&
+            has((char *const *)e->nodes, "/dev/nvidia-uvm") &&
+            !has((char *const *)e->nodes, "/dev/nvidia2") &&
+            !has((char *const *)e->nodes, "/dev/nvidia1"),
+        "cuda index 1: /dev/nvidia5 (the 2nd GPU in PCI order, its minor) and no other GPU's node",
+        "%s", e->note);
+  check(e->ro[0] && !strcmp(e->ro[0], "/opt/torch/.venv/bin") && !e->ro[1],
+        "the absolute folders of the PATH prefix are readable in the sandbox", "%s",
+        e->ro[0] ? e->ro[0] : "(none)");
+  /* a venv whose python3 links to an interpreter elsewhere (uv keeps them under /root) */
+  put("base/bin/python3.12", "#!/bin/false\n");
+  char venv[PATH_MAX], link[PATH_MAX], target[PATH_MAX], home[PATH_MAX];
+  snprintf(venv, sizeof venv, "%s/venv/bin", g_tmp);
+  snprintf(link, sizeof link, "%s/python3", venv);
+  snprintf(target, sizeof target, "%s/base/bin/python3.12", g_tmp);
+  snprintf(home, sizeof home, "%s/base", g_tmp);
+  ka_mkdirs(venv);
+  check(symlink(target, link) == 0, "a venv's python3 link", "%s", link);
+  rc = ka_cmd_env_init(e, "cuda", 0, venv, "/w", gpus);
+  char real[PATH_MAX];
+  check(rc == KA_OK && e->ro[0] && !strcmp(e->ro[0], venv) && e->ro[1] && realpath(home, real) &&
+            !strcmp(e->ro[1], real) && !e->ro[2],
+        "the installation a venv's python3 links to is readable too", "%s",
+        e->ro[1] ? e->ro[1] : "(none)");
+  rc = ka_cmd_env_init(e, "cuda", 3, NULL, "/w", gpus);
+  check(
+      rc == KA_OK && has((char *const *)e->nodes, "/dev/nvidia3") && strstr(e->note, "CUDA index"),
+      "cuda index without driver information: /dev/nvidia<index>, said in the note", "%s", e->note);
+  rc = ka_cmd_env_init(e, "hip", 1, "", "/w", gpus);
+  check(rc == KA_OK && has(e->envp, "HIP_VISIBLE_DEVICES=1") &&
+            has((char *const *)e->nodes, "/dev/dri/renderD129") &&
+            has((char *const *)e->nodes, "/dev/kfd"),
+        "hip index 1: HIP_VISIBLE_DEVICES=1, /dev/kfd, /dev/dri/renderD129", "%s", e->note);
+  rc = ka_cmd_env_init(e, "host", 0, NULL, "/w", gpus);
+  int visible = 0;
+  for (int i = 0; e->envp[i]; i++) visible |= strstr(e->envp[i], "VISIBLE_DEVICES") != NULL;
+  check(rc == KA_OK && !e->gpu && !e->nodes[0] && !visible &&
+            has(e->envp, "PATH=/usr/local/bin:/usr/bin:/bin"),
+        "host: no device variable, no device node, the system PATH", "%s", e->path);
+  char big[2048];
+  memset(big, 'a', sizeof big - 1);
+  big[0] = '/', big[sizeof big - 1] = 0;
+  check(ka_cmd_env_init(e, "host", 0, big, "/w", gpus) == KA_EINVAL,
+        "a --command-path too long is refused", "%s", "");
+  free(e);
+}
+
+/* 1 if path opens with flags (then closed). */
+static int opens(const char *path, int flags) {
+  int fd = open(path, flags | O_CLOEXEC, 0600);
+  if (fd >= 0) close(fd);
+  return fd >= 0;
+}
+
+/* The GPU commands' sandbox (ka_sandbox_command) in a child: /proc and /sys readable, the
+ * listed device node (here /dev/ptmx, standing for /dev/nvidiaN) and /dev/null open,
+ * another device node (/dev/fuse, standing for another GPU's), /dev/shm, /etc/passwd
+ * and files outside the workdir refused. Exit code: a bit per failed expectation. */
+static void test_gpu_sandbox(void) {
+  check(ka_sandbox_landlock_abi() > 0, "Landlock is offered (the GPU commands' sandbox needs it)",
+        "abi %d", ka_sandbox_landlock_abi());
+  char wd[PATH_MAX], inside[PATH_MAX + 8], outside[PATH_MAX + 8];
+  snprintf(wd, sizeof wd, "%s/gpu-wd", g_tmp);
+  ka_mkdirs(wd);
+  snprintf(inside, sizeof inside, "%s/ok", wd);
+  snprintf(outside, sizeof outside, "%s/escape", g_tmp);
+  pid_t pid = fork();
+  if (pid == 0) {
+    static const char *const nodes[] = {"/dev/ptmx", NULL};
+    static const char *const ro[] = {NULL};
+    char err[256];
+    if (ka_sandbox_command(wd, nodes, ro, err, sizeof err) != KA_OK) _exit(255);
+    int bad = 0;
+    bad |= !opens("/proc/self/status", O_RDONLY) << 0;
+    bad |= !opens("/sys/devices/system/cpu/online", O_RDONLY) << 1;
+    bad |= !opens("/dev/ptmx", O_RDWR) << 2;
+    bad |= !opens("/dev/null", O_RDWR) << 3;
+    bad |= opens("/dev/fuse", O_RDWR) << 4;
+    bad |= opens("/etc/passwd", O_RDONLY) << 5;
+    bad |= opens(outside, O_WRONLY | O_CREAT) << 6;
+    bad |= !opens(inside, O_WRONLY | O_CREAT) << 7;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  struct stat sb;
+  check(code == 0 && stat(outside, &sb) != 0,
+        "GPU sandbox: /proc, /sys, the job's node and /dev/null open; another node, /etc/passwd "
+        "and a file outside the folder do not",
+        "exit %d (bits: 0 /proc, 1 /sys, 2 node, 3 null, 4 other node, 5 passwd, 6 outside, 7 "
+        "inside)",
+        code);
+}
+
+typedef struct lock_job {
+  const ka_task *t;
+  ka_devlock *lock;
+  Kernelarena__V1__Result res;
+} lock_job;
+
+static void *lock_eval(void *arg) {
+  lock_job *j = arg;
+  ka_exec_config cfg = {.tmp_dir = g_tmp};
+  Kernelarena__V1__Device dev = KERNELARENA__V1__DEVICE__INIT;
+  dev.backend = "host";
+  Kernelarena__V1__Job job = KERNELARENA__V1__JOB__INIT;
+  job.task_id = j->t->id;
+  job.task_version = j->t->version;
+  job.timeout_s = 60;
+  kernelarena__v1__result__init(&j->res);
+  ka_command_evaluate(&cfg, &dev, &job, j->t, j->lock, &j->res);
+  return NULL;
+}
+
+/* The number after tag ("\nTAG ": a line of a command's output) in log, or 0. */
+static double stamp(const char *log, const char *tag) {
+  const char *p = log ? strstr(log, tag) : NULL;
+  return p ? atof(p + strlen(tag)) : 0;
+}
+
+/* The performance command holds the device lock exclusive, the others shared (devlock.h),
+ * as a runner's timed section and its untimed work do: while another process holds the
+ * device shared, the compile and correctness commands run and the performance command
+ * waits for it. */
+static void test_lock(void) {
+  put("locktask/k.py", "x = 1\n");
+  put("locktask/config.yaml",
+      "source_file_path: k.py\nplatform_support: [cpu]\n"
+      "compile_command: ['echo COMPILE $(date +%s.%N)']\n"
+      "correctness_command: ['echo CHECK $(date +%s.%N)']\n"
+      "performance_command:\n"
+      "  - echo PERF $(date +%s.%N); mkdir -p build; echo "
+      "'[{\"name\":\"a\",\"execution_time_ms\":1}]'"
+      " > build/performance_report.json\n");
+  char dir[PATH_MAX], err[512] = "";
+  snprintf(dir, sizeof dir, "%s/locktask", g_tmp);
+  ka_task *t = NULL;
+  int rc = ka_command_task_load(dir, "locktask", &t, err, sizeof err);
+  check(rc == KA_OK, "the lock task loads", "%s", err);
+  int m, tt;
+  if (rc || ka_devlock_create(&m, &tt, err, sizeof err) != KA_OK) {
+    ka_task_free(t);
+    return;
+  }
+  ka_devlock mine = {.m = -1, .t = -1}, theirs = {.m = -1, .t = -1};
+  ka_devlock_reopen(m, tt, &mine.m, &mine.t, err, sizeof err);
+  ka_devlock_reopen(m, tt, &theirs.m, &theirs.t, err, sizeof err);
+  lock_job j = {.t = t, .lock = &theirs};
+  lock_eval(&j); /* the baseline, measured with the device free */
+  check(j.res.status == KERNELARENA__V1__STATUS__OK, "the lock task's first step: OK", "%s",
+        j.res.message ? j.res.message : "");
+  ka_result_clear(&j.res);
+  ka_devlock_shared(&mine); /* another evaluation's untimed device work */
+  pthread_t th;
+  pthread_create(&th, NULL, lock_eval, &j);
+  usleep(1500 * 1000);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now); /* the clock of date(1) */
+  double released = (double)now.tv_sec + now.tv_nsec * 1e-9;
+  ka_devlock_release(&mine);
+  pthread_join(th, NULL);
+  const char *log = j.res.runtime_log;
+  double c0 = stamp(log, "\nCOMPILE "), c1 = stamp(log, "\nCHECK "), p0 = stamp(log, "\nPERF ");
+  check(j.res.status == KERNELARENA__V1__STATUS__OK && c0 > 0 && c1 > 0 && c0 < released &&
+            c1 < released,
+        "compile and correctness ran while another holder had the device shared",
+        "compile %.3f, check %.3f, released %.3f: %s", c0, c1, released, log ? log : "");
+  check(p0 >= released && strstr(log, "device lock exclusive, waited 1.") != NULL,
+        "the performance command waited for the exclusive hold (1.5 s)", "perf %.3f, released %.3f",
+        p0, released);
+  check(theirs.held == KA_DEVLOCK_NONE, "the evaluation left the lock released", "%d", theirs.held);
+  ka_result_clear(&j.res);
+  close(mine.m), close(mine.t), close(theirs.m), close(theirs.t), close(m), close(tt);
+  ka_task_free(t);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: command_task_test SOURCE_DIR\n");
@@ -201,6 +416,9 @@ int main(int argc, char **argv) {
   test_fixture(argv[1]);
   test_bad_configs();
   test_perf_reports();
+  test_env();
+  test_gpu_sandbox();
+  test_lock();
   ka_rmtree(g_tmp);
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
   return ka_check_fail ? 1 : 0;

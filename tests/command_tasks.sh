@@ -23,15 +23,15 @@ before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 "$BIN/envctl" tasks --tasks "$WORK/tasks" >"$WORK/tasks.out" 2>&1
 cat "$WORK/tasks.out"
 check "envctl tasks lists suite/demo/sum_py as a command task on host" \
-  grep -Eq "^suite/demo/sum_py +python2python +python +command +host" "$WORK/tasks.out"
+  grep -Eq "^suite/demo/sum_py +python2python +python +command +host +harness" "$WORK/tasks.out"
 check "envctl tasks lists suite/demo/gpu_only on cuda" \
   grep -Eq "^suite/demo/gpu_only +triton2triton +python +command +cuda" "$WORK/tasks.out"
 
 # 2. One episode, a step per candidate, on a long-running server and executor.
 ka_stack "$WORK/tasks"
-LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast daemon one_case escape exit125"
+LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast daemon one_case escape exit125 forge_ori forge_fast stale notfile link"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) ;; *) cp $CAND/\$f.py kernel.py ;; esac"
-ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 19 \
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 24 \
   --verbose --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/episode.out" 2>&1
 rc=$?
 cat "$WORK/episode.out"
@@ -62,6 +62,17 @@ expect 16 daemon OK 220.00
 expect 17 one_case RUNTIME_ERROR 20.00
 expect 18 escape OK 220.00
 expect 19 exit125 INCORRECT 20.00
+expect 20 "forge_ori: its own report's ori_time 1000 is not the baseline" OK 220.00
+expect 21 "forge_fast: its own report, 2000x" FLAGGED 0.00
+expect 22 "stale: a report written in the correctness phase" RUNTIME_ERROR 20.00
+expect 23 "notfile: a folder as the report" RUNTIME_ERROR 20.00
+expect 24 "link: a symbolic link as the report" RUNTIME_ERROR 20.00
+check "a command task's mean is labelled arithmetic, not geometric" sh -c \
+  "grep -q 'mean speedup 2.000x (arithmetic, the task harness.s score)' '$WORK/episode.out' && ! grep -q 'geometric-mean' '$WORK/episode.out'"
+check "the step's cases carry the report's names" grep -Eq "^  rows32_cols64 +yes" "$WORK/episode.out"
+check "the speedup cap names the case and the cap" grep -q "speedup of case rows8_cols16 is 2000.0x, above the cap of 10x" "$WORK/episode.out"
+check "a report that is a folder or a link: named, and not read" sh -c \
+  "[ \$(grep -c 'build/performance_report.json is not a regular file' '$WORK/episode.out') -ge 4 ] && ! grep -q \"near '\$(head -c 2 /etc/hostname)\" '$WORK/episode.out'"
 # (gpuexec's evaluation folders are in its own folder under TMPDIR = $WORK/tmp)
 check "a write outside the evaluation's folder made nothing" \
   sh -c "[ -z \"\$(find '$WORK/tmp' -name escape-marker)\" ]"
@@ -75,9 +86,9 @@ check "the hang ended at the correctness deadline (5 s)" grep -q "correctness co
 check "the crash: killed by signal 11" grep -q "killed by signal 11" "$WORK/episode.out"
 check "the tampering names the file" grep -q "harness file scripts/check.py was changed" "$WORK/episode.out"
 check "every step's log states the integrity level task-harness" \
-  awk '/integrity: task-harness/ {n++} END {exit !(n == 19)}' "$WORK/episode.out"
-check "the baseline was measured once for the 19 steps" \
-  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 18)}' "$WORK/episode.out"
+  awk '/integrity: task-harness/ {n++} END {exit !(n == 24)}' "$WORK/episode.out"
+check "the baseline was measured once for the 24 steps" \
+  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 23)}' "$WORK/episode.out"
 after=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 check "the task folder is unchanged (commands ran in a copy)" [ "$before" = "$after" ]
 check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"

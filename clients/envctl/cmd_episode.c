@@ -145,8 +145,13 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
     }
   }
   double g = ec_component(s, "speedup_geomean", NAN);
+  int harness = 0; /* a command task: its component is the seed's arithmetic mean */
+  for (size_t i = 0; i < s->n_info; i++)
+    harness |= !strcmp(s->info[i]->key, "integrity") && !strcmp(s->info[i]->value, "task-harness");
   if (!isnan(g) && o->status == KERNELARENA__V1__STATUS__OK)
-    printf("  geometric-mean speedup %.3fx\n", g);
+    printf(harness ? "  mean speedup %.3fx (arithmetic, the task harness's score)\n"
+                   : "  geometric-mean speedup %.3fx\n",
+           g);
   if (o->status == KERNELARENA__V1__STATUS__COMPILE_ERROR)
     ec_print_log("compiler log", o->compile_log, 30);
   if (verbose)

@@ -142,41 +142,125 @@ static void cmd_kill_children(void) {
   }
 }
 
-/* The command's process: sandboxed (ka_sandbox_compiler: read-only system folders,
- * read-write only workdir, no sockets), limits, a scrubbed environment, /bin/sh -c. */
-static void cmd_exec(const char *workdir, const char *cmdline) {
-  if (chdir(workdir) != 0) _exit(126);
+/* The minor number of the index-th NVIDIA GPU under gpus_dir (its sub-folders sorted by
+ * name: PCI order), from its information file's "Device Minor:" line; -1 if none. */
+static int cmd_nvidia_minor(const char *gpus_dir, int index) {
+  struct dirent **names = NULL;
+  int n = scandir(gpus_dir, &names, NULL, alphasort), k = 0, minor = -1;
+  for (int i = 0; i < n; i++) {
+    if (names[i]->d_name[0] != '.' && k++ == index) {
+      char path[PATH_MAX], line[256];
+      snprintf(path, sizeof path, "%s/%s/information", gpus_dir, names[i]->d_name);
+      FILE *f = fopen(path, "r");
+      while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Device Minor: %d", &minor) == 1) break;
+      if (f) fclose(f);
+    }
+    free(names[i]);
+  }
+  free(names);
+  return minor;
+}
+
+/* Sets the device part of e (the VISIBLE_DEVICES variable and the nodes) for backend. */
+static void cmd_env_device(ka_cmd_env *e, const char *backend, int index, const char *gpus_dir) {
+  int n = 0;
+  if (!strcmp(backend, "cuda")) {
+    int minor = cmd_nvidia_minor(gpus_dir ? gpus_dir : KA_NVIDIA_GPUS_DIR, index);
+    snprintf(e->note, sizeof e->note, "device node /dev/nvidia%d (%s)", minor < 0 ? index : minor,
+             minor < 0 ? "no driver information: the CUDA index" : "the driver's minor");
+    if (minor < 0) minor = index;
+    snprintf(e->visible, sizeof e->visible, "CUDA_VISIBLE_DEVICES=%d", index);
+    snprintf(e->node_buf[n++], 64, "/dev/nvidiactl");
+    snprintf(e->node_buf[n++], 64, "/dev/nvidia-uvm");
+    snprintf(e->node_buf[n++], 64, "/dev/nvidia-uvm-tools");
+    snprintf(e->node_buf[n++], 64, "/dev/nvidia%d", minor);
+  } else if (!strcmp(backend, "hip")) {
+    snprintf(e->visible, sizeof e->visible, "HIP_VISIBLE_DEVICES=%d", index);
+    snprintf(e->node_buf[n++], 64, "/dev/kfd");
+    snprintf(e->node_buf[n++], 64, "/dev/dri/renderD%d", 128 + index);
+    snprintf(e->note, sizeof e->note, "device node /dev/dri/renderD%d", 128 + index);
+  }
+  for (int i = 0; i < n; i++) e->nodes[i] = e->node_buf[i];
+  e->nodes[n] = NULL;
+  e->gpu = n > 0;
+}
+
+/* Adds to e->ro the installation of the first python3 of e's PATH prefix folders (the
+ * folder two levels above the program its links lead to: a venv's base interpreter, e.g.
+ * one that uv keeps under /root), so that the sandboxed command can run it. */
+static void cmd_env_python(ka_cmd_env *e, int nro) {
+  for (int i = 0; i < nro && nro < KA_CMD_MAX_RO; i++) {
+    char py[PATH_MAX];
+    snprintf(py, sizeof py, "%s/python3", e->ro[i]);
+    if (!realpath(py, e->python_home)) continue;
+    for (int up = 0; up < 2; up++) {
+      char *slash = strrchr(e->python_home, '/');
+      if (slash && slash != e->python_home) *slash = 0;
+    }
+    e->ro[nro++] = e->python_home;
+    break;
+  }
+}
+
+int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *path_prefix,
+                    const char *workdir, const char *gpus_dir) {
+  memset(e, 0, sizeof *e);
+  const char *pre = path_prefix ? path_prefix : "";
+  if (strlen(workdir) >= sizeof e->workdir || strlen(pre) >= sizeof e->ro_buf) return KA_EINVAL;
+  if (snprintf(e->path, sizeof e->path, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", pre,
+               *pre ? ":" : "") >= (int)sizeof e->path)
+    return KA_EINVAL;
+  snprintf(e->workdir, sizeof e->workdir, "%s", workdir);
+  snprintf(e->home, sizeof e->home, "HOME=%s", workdir);
+  snprintf(e->tmp, sizeof e->tmp, "TMPDIR=%s", workdir);
+  snprintf(e->ro_buf, sizeof e->ro_buf, "%s", pre);
+  int nro = 0;
+  char *save = NULL;
+  for (char *tok = strtok_r(e->ro_buf, ":", &save); tok && nro < KA_CMD_MAX_RO;
+       tok = strtok_r(NULL, ":", &save))
+    if (tok[0] == '/') e->ro[nro++] = tok;
+  cmd_env_python(e, nro);
+  cmd_env_device(e, backend, index, gpus_dir);
+  /* USER and LOGNAME: getpass.getuser() (torch's caches) needs no /etc/passwd then */
+  static char *const fixed[] = {"LANG=C.UTF-8",       "PYTHONDONTWRITEBYTECODE=1",
+                                "PYTHONNOUSERSITE=1", "PYTHONUNBUFFERED=1",
+                                "USER=kernelarena",   "LOGNAME=kernelarena"};
+  int k = 0;
+  e->envp[k++] = e->path;
+  e->envp[k++] = e->home;
+  e->envp[k++] = e->tmp;
+  for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) e->envp[k++] = fixed[i];
+  if (e->visible[0]) e->envp[k++] = e->visible;
+  e->envp[k] = NULL;
+  return KA_OK;
+}
+
+/* The command's process: sandboxed (ka_sandbox_command: read-only system folders,
+ * read-write only the workdir and the job's device nodes, no sockets), limits, the
+ * environment of e, /bin/sh -c. */
+static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
+  if (chdir(e->workdir) != 0) _exit(126);
   struct rlimit fs = {CMD_FSIZE_BYTES, CMD_FSIZE_BYTES};
   setrlimit(RLIMIT_FSIZE, &fs);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
   char err[256];
-  if (ka_sandbox_compiler(workdir, err, sizeof err) != KA_OK) {
+  if (ka_sandbox_command(e->workdir, e->gpu ? e->nodes : NULL, e->ro, err, sizeof err) != KA_OK) {
     dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
     (void)!write(3, "S", 1); /* the status pipe (cmd_run): ours, not the command's */
     _exit(125);
   }
   close_range(3, ~0U, 0); /* only stdin (/dev/null), stdout and stderr (the pipe) */
-  char home[PATH_MAX + 8], tmp[PATH_MAX + 8];
-  snprintf(home, sizeof home, "HOME=%s", workdir);
-  snprintf(tmp, sizeof tmp, "TMPDIR=%s", workdir);
-  char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                 home,
-                 tmp,
-                 "LANG=C.UTF-8",
-                 "PYTHONDONTWRITEBYTECODE=1",
-                 "PYTHONNOUSERSITE=1",
-                 "PYTHONUNBUFFERED=1",
-                 NULL};
   char *argv[] = {"/bin/sh", "-c", (char *)cmdline, NULL};
-  execve("/bin/sh", argv, env);
+  execve("/bin/sh", argv, (char *const *)e->envp);
   _exit(127);
 }
 
 /* The supervisor (a child subreaper): runs the command, then kills whatever it left
  * behind (setsid does not escape a subreaper). Exit code: the command's exit code,
  * 128 + signal, or 124 when told to stop (SIGTERM: the deadline). */
-static void cmd_supervise(const char *workdir, const char *cmdline) {
+static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
   prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
   struct sigaction sa;
@@ -187,7 +271,7 @@ static void cmd_supervise(const char *workdir, const char *cmdline) {
   if (g < 0) _exit(126);
   if (g == 0) {
     signal(SIGTERM, SIG_DFL);
-    cmd_exec(workdir, cmdline);
+    cmd_exec(e, cmdline);
   }
   int devnull = open("/dev/null", O_RDWR); /* the pipe's end stays with the command alone */
   if (devnull >= 0) dup2(devnull, 1), dup2(devnull, 2);
@@ -216,8 +300,8 @@ typedef struct cmd_outcome {
   char *output;       /* its stdout and stderr (at most CMD_SCAN_MAX bytes), malloc'd */
 } cmd_outcome;
 
-/* Runs cmdline in workdir with deadline timeout_s. KA_OK (see *o) or KA_ESYS. */
-static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, cmd_outcome *o) {
+/* Runs cmdline as e says with deadline timeout_s. KA_OK (see *o) or KA_ESYS. */
+static int cmd_run(const ka_cmd_env *e, const char *cmdline, double timeout_s, cmd_outcome *o) {
   memset(o, 0, sizeof *o);
   /* pfd: the command's output; sfd: a status pipe, close-on-exec, on which only our code
    * before the command's execve says that the sandbox failed (an exit code cannot say
@@ -245,7 +329,7 @@ static int cmd_run(const char *workdir, const char *cmdline, double timeout_s, c
     if (sfd[1] == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) != 0 : dup3(sfd[1], 3, O_CLOEXEC) != 3)
       _exit(126);
     close_range(4, ~0U, 0);
-    cmd_supervise(workdir, cmdline);
+    cmd_supervise(e, cmdline);
   }
   setpgid(m, m);
   close(pfd[1]);
@@ -307,21 +391,96 @@ static int cmd_output_fails(const char *out) {
   return 0;
 }
 
+/* The report files the commands may write, relative to the workdir. */
+static const char *const cmd_reports[] = {
+    "build/compile_report.json", "build/correctness_report.json", "build/performance_report.json",
+    "perf/benchmark_results.json", NULL};
+
+/* Removes every report from workdir before a phase (red team 2026-12-01: a report the
+ * submitted code wrote in an earlier phase, or a link or folder in its place, must not
+ * be read as the phase's own): build/ *_report.json and perf/benchmark_results.json; a
+ * build or perf that is not a folder (a link) is removed itself. Nothing outside the
+ * workdir is touched: links are removed, never followed. */
+static void cmd_clear_reports(const char *workdir) {
+  static const char *const dirs[] = {"build", "perf", NULL};
+  for (int k = 0; dirs[k]; k++) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", workdir, dirs[k]);
+    struct stat st;
+    if (lstat(path, &st) != 0) continue;
+    if (!S_ISDIR(st.st_mode)) {
+      unlink(path);
+      continue;
+    }
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) continue;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+      close(dfd);
+      continue;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      char rel[PATH_MAX];
+      snprintf(rel, sizeof rel, "%s/%s", dirs[k], e->d_name);
+      if (e->d_name[0] == '.' || !ka_command_is_output(rel)) continue;
+      if (unlinkat(dfd, e->d_name, 0) != 0 && (errno == EISDIR || errno == EPERM)) {
+        snprintf(path, sizeof path, "%s/%s", workdir, rel);
+        ka_rmtree(path);
+      }
+    }
+    closedir(d);
+  }
+}
+
+/* Reads the report workdir/rel (at most CMD_REPORT_MAX bytes) only as a regular file
+ * reached without links (neither it nor its folder a link), never blocking (a FIFO).
+ * Returns 0 with *text (malloc'd, NUL-terminated) and *len, -1 when there is none,
+ * -2 with the reason in why when it is not a regular file or cannot be read. */
+static int cmd_read_report(const char *workdir, const char *rel, char **text, size_t *len,
+                           char *why, size_t whylen) {
+  *text = NULL, *len = 0;
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/%s", workdir, rel);
+  char *slash = strrchr(dir, '/');
+  *slash = 0;
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dfd < 0 && errno == ENOENT) return -1;
+  int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int e = errno;
+  if (dfd >= 0) close(dfd);
+  if (dfd >= 0 && fd < 0 && e == ENOENT) return -1;
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) close(fd);
+    snprintf(why, whylen, "%s is not a regular file (a link, a folder or a device)", rel);
+    return -2;
+  }
+  ka_sb sb = {0};
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 && sb.len <= CMD_REPORT_MAX)
+    ka_sb_append(&sb, buf, (size_t)n);
+  close(fd);
+  if (n < 0 || sb.len > CMD_REPORT_MAX || sb.oom) {
+    ka_sb_free(&sb);
+    snprintf(why, whylen, "%s cannot be read (or is over %u bytes)", rel, CMD_REPORT_MAX);
+    return -2;
+  }
+  *len = sb.len;
+  *text = sb.s ? ka_sb_take(&sb) : strdup("");
+  return *text ? 0 : -2;
+}
+
 /* Reads workdir/rel as JSON: NULL with *present 0 when there is no such file, NULL with
- * *present 1 and why when it does not parse. */
+ * *present 1 and why when it is not a regular file or does not parse. */
 static json_t *cmd_read_json(const char *workdir, const char *rel, int *present, char *why,
                              size_t whylen) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", workdir, rel);
   char *text;
   size_t len;
-  *present = 0;
-  if (access(path, F_OK) != 0) return NULL;
-  *present = 1;
-  if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
-    snprintf(why, whylen, "%s cannot be read (or is over %u bytes)", rel, CMD_REPORT_MAX);
-    return NULL;
-  }
+  int r = cmd_read_report(workdir, rel, &text, &len, why, whylen);
+  *present = r != -1;
+  if (r) return NULL;
   json_error_t je;
   json_t *j = json_loadb(text, len, 0, &je);
   free(text);
@@ -399,7 +558,8 @@ static int cmd_parse_case(json_t *c, int i, ka_cmd_case *out, char *why, size_t 
     snprintf(why, whylen, "case %d is not a JSON object", i);
     return -1;
   }
-  static const char *const names[] = {"name", "case", "shape", "config", "id", NULL};
+  static const char *const names[] = {"name",   "test_case_id", "case", "shape",
+                                      "config", "id",           NULL};
   for (int k = 0; names[k] && !out->name[0]; k++) {
     json_t *n = json_object_get(c, names[k]);
     if (json_is_string(n))
@@ -486,21 +646,56 @@ static cmd_status cmd_phase_failure(int p) {
                                    : KERNELARENA__V1__STATUS__RUNTIME_ERROR;
 }
 
+/* What the commands of one pass run with. */
+typedef struct cmd_ctx {
+  const ka_task *t;
+  const ka_cmd_env *env;
+  ka_devlock *lock; /* the device's lock (m < 0: none) */
+  double end;       /* the pass's deadline (ka_now_s), moved on by the time spent waiting
+                       for the lock: other evaluations' timed work is not this one's */
+} cmd_ctx;
+
+/* Takes the device lock for a command of phase p, as a runner does (devlock.h): shared
+ * for compile and correctness (device work that must not overlap a timed call),
+ * exclusive for performance (the timed section, alone on the device). Returns the
+ * seconds waited, or -1 if flock failed. */
+static double cmd_lock(cmd_ctx *x, int p) {
+  double t0 = ka_now_s();
+  int rc = p == KA_CMD_PERFORMANCE ? ka_devlock_exclusive(x->lock) : ka_devlock_shared(x->lock);
+  if (rc != KA_OK) return -1;
+  double w = ka_now_s() - t0;
+  x->end += w;
+  return w;
+}
+
 /* Runs the commands of phase p; 0 if all succeeded, else 1 with the verdict in *ps. */
-static int cmd_phase(const ka_task *t, const char *workdir, int p, double end, cmd_pass *ps) {
+static int cmd_phase(cmd_ctx *x, int p, cmd_pass *ps) {
+  const ka_task *t = x->t;
+  const char *workdir = x->env->workdir;
   const ka_command_spec *c = t->command;
   for (int i = 0; i < c->ncommands[p]; i++) {
-    double left = end - ka_now_s(), to = c->timeout_s[p] < left ? c->timeout_s[p] : left;
+    double waited = cmd_lock(x, p);
+    if (waited < 0) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the device lock: %s", strerror(errno));
+      return 1;
+    }
+    double left = x->end - ka_now_s(), to = c->timeout_s[p] < left ? c->timeout_s[p] : left;
     if (to < 0.1) to = 0.1;
     cmd_outcome o;
     double t0 = ka_now_s();
-    if (cmd_run(workdir, c->commands[p][i], to, &o) != KA_OK) {
+    int rc = cmd_run(x->env, c->commands[p][i], to, &o);
+    ka_devlock_release(x->lock); /* the command and all it started are gone (cmd_run) */
+    if (rc != KA_OK) {
       cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "cannot start a command: %s",
               strerror(errno));
       return 1;
     }
-    ka_sb_printf(&ps->log, "[kernelarena] %s: $ %s  (exit %d, %.2f s)\n", cmd_phase_name[p],
+    ka_sb_printf(&ps->log, "[kernelarena] %s: $ %s  (exit %d, %.2f s", cmd_phase_name[p],
                  c->commands[p][i], o.exit_code, ka_now_s() - t0);
+    if (x->lock->m >= 0)
+      ka_sb_printf(&ps->log, "; device lock %s, waited %.2f s",
+                   p == KA_CMD_PERFORMANCE ? "exclusive" : "shared", waited);
+    ka_sb_puts(&ps->log, ")\n");
     size_t olen = strlen(o.output);
     ka_sb_append(&ps->log, o.output, olen < CMD_LOG_PER_COMMAND ? olen : CMD_LOG_PER_COMMAND);
     if (olen && o.output[olen - 1] != '\n') ka_sb_puts(&ps->log, "\n");
@@ -565,23 +760,20 @@ static int cmd_check_status_report(const char *workdir, int p, cmd_pass *ps) {
 /* Reads the performance report: build/performance_report.json, else
  * perf/benchmark_results.json. */
 static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
-  static const char *const rels[] = {"build/performance_report.json", "perf/benchmark_results.json",
-                                     NULL};
-  for (int k = 0; rels[k]; k++) {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", workdir, rels[k]);
-    if (access(path, F_OK) != 0) continue;
+  for (int k = 2; cmd_reports[k]; k++) {
     char *text, why[512] = "";
     size_t len;
-    if (ka_read_file(path, CMD_REPORT_MAX, &text, &len) != KA_OK) {
-      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "%s cannot be read", rels[k]);
+    int r = cmd_read_report(workdir, cmd_reports[k], &text, &len, why, sizeof why);
+    if (r == -1) continue;
+    if (r == -2) {
+      cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "%s", why);
       return 1;
     }
     int n = ka_cmd_parse_perf(text, len, ps->cases, CMD_MAX_CASES, why, sizeof why);
     free(text);
     if (n < 0) {
       cmd_set(ps, KERNELARENA__V1__STATUS__RUNTIME_ERROR, "malformed performance report %s: %s",
-              rels[k], why);
+              cmd_reports[k], why);
       return 1;
     }
     ps->ncases = n;
@@ -595,8 +787,9 @@ static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
 
 /* One pass in a fresh workdir: the folder, the job's files (NULL: the baseline's), the
  * three phases and their reports. ps->status is OK when all passed. */
-static void cmd_run_pass(const ka_exec_config *cfg, const ka_task *t,
-                         const Kernelarena__V1__Job *files, double end, cmd_pass *ps) {
+static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                         const ka_task *t, const Kernelarena__V1__Job *files, double end,
+                         ka_devlock *lock, cmd_pass *ps) {
   char workdir[PATH_MAX];
   snprintf(workdir, sizeof workdir, "%s/ka-cmd-XXXXXX", cfg->tmp_dir);
   ps->status = CMD_OK;
@@ -604,17 +797,28 @@ static void cmd_run_pass(const ka_exec_config *cfg, const ka_task *t,
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp %s: %s", workdir, strerror(errno));
     return;
   }
-  if (cmd_copy_tree(t->dir, workdir, "") != KA_OK || cmd_write_files(workdir, files) != KA_OK) {
+  ka_cmd_env *env = calloc(1, sizeof *env);
+  if (!env || ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir,
+                              NULL) != KA_OK) {
+    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR,
+            "the commands' environment (out of memory, or --command-path too long)");
+  } else if (cmd_copy_tree(t->dir, workdir, "") != KA_OK ||
+             cmd_write_files(workdir, files) != KA_OK) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "cannot copy the task folder into %s",
             workdir);
   } else {
+    if (env->note[0])
+      ka_sb_printf(&ps->log, "[kernelarena] %s:%d: %s\n", dev->backend, (int)dev->index, env->note);
+    cmd_ctx x = {t, env, lock, end};
     int stop = 0;
     for (int p = 0; p < KA_CMD_NPHASES && !stop; p++) {
-      stop = cmd_phase(t, workdir, p, end, ps);
+      cmd_clear_reports(workdir); /* a phase's reports are its own commands' */
+      stop = cmd_phase(&x, p, ps);
       if (!stop && p != KA_CMD_PERFORMANCE) stop = cmd_check_status_report(workdir, p, ps);
     }
     if (!stop) cmd_check_perf(workdir, ps);
   }
+  free(env);
   ka_rmtree(workdir);
 }
 
@@ -649,7 +853,7 @@ static void cmd_base_put(const cmd_base *b) {
 
 /* The baseline's times for t on dev: cached, or measured now. 0, or 1 with res set. */
 static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                        const ka_task *t, double end, cmd_base *b, ka_sb *log,
+                        const ka_task *t, double end, ka_devlock *lock, cmd_base *b, ka_sb *log,
                         Kernelarena__V1__Result *res) {
   memset(b, 0, sizeof *b);
   snprintf(b->key, sizeof b->key, "%s|%s:%d", t->version, dev->backend, (int)dev->index);
@@ -660,7 +864,7 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
   }
   cmd_pass *ps = calloc(1, sizeof *ps);
   if (!ps) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
-  cmd_run_pass(cfg, t, NULL, end, ps);
+  cmd_run_pass(cfg, dev, t, NULL, end, lock, ps);
   if (ps->status != CMD_OK) {
     char msg[1400];
     snprintf(msg, sizeof msg, "the task's own baseline failed on this executor: %s", ps->message);
@@ -685,9 +889,20 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
 
 /* ---- the result */
 
-/* Fills res's cases from the candidate's pass and the baseline; 0, or 1 (a count of
- * cases other than the baseline's) with the verdict set. */
-static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Result *res) {
+/* The baseline's time of candidate case i named name: the cached baseline's case of the
+ * same name, else the case at the same position (the counts are equal); 0 if none. */
+static double cmd_base_ms(const cmd_base *b, int i, const char *name) {
+  for (int k = 0; k < b->ncases; k++)
+    if (!strcmp(b->cases[k].name, name)) return b->cases[k].ms;
+  return i < b->ncases ? b->cases[i].ms : 0;
+}
+
+/* Fills res's cases from the candidate's pass against the executor's own cached
+ * baseline (never the report's ori_time: the submitted code can write the report, red
+ * team 2026-12-01). 0, or 1 with the verdict set: RUNTIME_ERROR for a count of cases
+ * other than the baseline's, FLAGGED for a case faster than the task's cap. */
+static int cmd_score(const ka_task *t, const cmd_pass *ps, const cmd_base *b, ka_sb *log,
+                     Kernelarena__V1__Result *res) {
   if (ps->ncases != b->ncases) { /* the mean must be over the cases the baseline has */
     char msg[200];
     snprintf(msg, sizeof msg, "the performance report has %d case%s, the baseline's %d", ps->ncases,
@@ -698,13 +913,11 @@ static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Res
   }
   res->cases = calloc((size_t)ps->ncases, sizeof *res->cases);
   if (!res->cases) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
-  double sum = 0;
+  double sum = 0, cap = t->command->max_speedup;
+  char msg[400] = "";
   for (int i = 0; i < ps->ncases; i++) {
     const ka_cmd_case *c = &ps->cases[i];
-    double base = c->base_ms;
-    for (int k = 0; !(base > 0) && k < b->ncases; k++)
-      if (!strcmp(b->cases[k].name, c->name)) base = b->cases[k].ms;
-    if (!(base > 0)) base = b->cases[i].ms; /* same count: the case at the same position */
+    double base = cmd_base_ms(b, i, c->name);
     Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
     if (!cr) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
     kernelarena__v1__case_result__init(cr);
@@ -712,29 +925,35 @@ static int cmd_score(const cmd_pass *ps, const cmd_base *b, Kernelarena__V1__Res
     cr->name = strdup(c->name);
     cr->candidate_ms = c->ms;
     cr->baseline_ms = base;
-    if (!(base > 0)) {
-      char msg[300];
-      snprintf(msg, sizeof msg, "the performance report's case %s is not in the baseline's",
-               c->name);
-      res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
-      res->message = strdup(msg);
-      return 1;
-    }
     cr->correct = 1;
     cr->speedup = base / c->ms;
     sum += cr->speedup;
+    if (c->base_ms > 0)
+      ka_sb_printf(log,
+                   "[kernelarena] case %s: the report's own ori_time %.4g ms is not used; the "
+                   "baseline is the executor's run of the unchanged folder, %.4g ms\n",
+                   c->name, c->base_ms, base);
+    if (!msg[0] && cr->speedup > cap)
+      snprintf(msg, sizeof msg,
+               "the speedup of case %s is %.1fx, above the cap of %gx for a task-harness task "
+               "(its own scripts time code that can write their report: docs/integrity.md; "
+               "config.yaml max_speedup raises the cap)",
+               c->name, cr->speedup, cap);
   }
   /* the seed's score: 120 + 100 x the arithmetic mean of the per-case speedups, carried
    * in geomean_speedup so that the reward is the same function for every task */
   res->geomean_speedup = ps->ncases ? sum / ps->ncases : 0;
-  res->status = CMD_OK;
-  return 0;
+  res->status = msg[0] ? KERNELARENA__V1__STATUS__FLAGGED : CMD_OK;
+  if (msg[0]) res->message = strdup(msg);
+  return msg[0] != 0;
 }
 
 void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                         const Kernelarena__V1__Job *job, const ka_task *t,
+                         const Kernelarena__V1__Job *job, const ka_task *t, ka_devlock *lock,
                          Kernelarena__V1__Result *res) {
   double t0 = ka_now_s();
+  ka_devlock none = {.m = -1, .t = -1};
+  if (!lock) lock = &none;
   ka_sb log = {0};
   ka_sb_printf(&log,
                "[kernelarena] integrity: %s (the task's own scripts compile, check and time the "
@@ -749,15 +968,15 @@ void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Devic
   } else {
     double budget = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
     cmd_base b;
-    if (!cmd_baseline(cfg, dev, t, ka_now_s() + budget, &b, &log, res)) {
+    if (!cmd_baseline(cfg, dev, t, ka_now_s() + budget, lock, &b, &log, res)) {
       cmd_pass *ps = calloc(1, sizeof *ps);
       if (!ps) {
         res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
       } else {
-        cmd_run_pass(cfg, t, job, ka_now_s() + budget, ps);
+        cmd_run_pass(cfg, dev, t, job, ka_now_s() + budget, lock, ps);
         if (ps->log.s) ka_sb_puts(&log, ps->log.s);
         if (ps->status == CMD_OK) {
-          cmd_score(ps, &b, res);
+          cmd_score(t, ps, &b, &log, res);
         } else {
           res->status = ps->status;
           res->message = strdup(ps->message);

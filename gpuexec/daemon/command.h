@@ -4,6 +4,9 @@
 #ifndef KA_COMMAND_H
 #define KA_COMMAND_H
 
+#include <limits.h>
+
+#include "devlock.h"
 #include "gpuexec.h"
 #include "kernelarena.pb-c.h"
 #include "task.h"
@@ -17,8 +20,45 @@
  * of the submission is its verdict (COMPILE_ERROR, INCORRECT, RUNTIME_ERROR, TIMEOUT,
  * FLAGGED), a fault of ours or of the task's own baseline is INFRA_ERROR. Thread safe. */
 void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                         const Kernelarena__V1__Job *job, const ka_task *t,
+                         const Kernelarena__V1__Job *job, const ka_task *t, ka_devlock *lock,
                          Kernelarena__V1__Result *res);
+
+/* The sysfs-like folder with one sub-folder per NVIDIA GPU (named by PCI address, each
+ * with an `information` file that has a "Device Minor:" line). */
+#define KA_NVIDIA_GPUS_DIR "/proc/driver/nvidia/gpus"
+
+#define KA_CMD_MAX_NODES 8
+#define KA_CMD_MAX_RO 8
+
+/* What the commands of one evaluation get (ka_cmd_env_init): their environment, the
+ * device nodes their sandbox opens to them, the folders of their PATH (read-only). Built
+ * before fork, so that the child allocates nothing. */
+typedef struct ka_cmd_env {
+  char workdir[PATH_MAX];
+  char *envp[16]; /* NULL-terminated, pointing into the buffers below */
+  char path[1024], home[PATH_MAX + 8], tmp[PATH_MAX + 8], visible[64];
+  char node_buf[KA_CMD_MAX_NODES][64];
+  const char *nodes[KA_CMD_MAX_NODES + 1]; /* NULL-terminated; nodes[0] NULL on host */
+  int gpu;                                 /* 1: the sandbox opens nodes (cuda, hip) */
+  char ro_buf[1024];
+  char python_home[PATH_MAX];        /* the installation of path_prefix's python3 */
+  const char *ro[KA_CMD_MAX_RO + 1]; /* the absolute folders of path_prefix and python_home,
+                                        NULL-terminated */
+  char note[160];                    /* how the device node was found (for the log) */
+} ka_cmd_env;
+
+/* Fills *e for commands run in workdir on device backend:index. PATH is path_prefix (a
+ * colon-separated list of folders, e.g. a venv's bin; NULL or "" for none) before
+ * /usr/local/bin:/usr/bin:/bin; the folders of path_prefix and the installation of its
+ * first python3 (realpath, two levels up) are readable in the sandbox (e->ro). On cuda:
+ * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools
+ * and /dev/nvidiaM, M the minor of the index-th GPU (in PCI order: CUDA's order for GPUs of one
+ * model) under gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
+ * HIP_VISIBLE_DEVICES=index, /dev/kfd and /dev/dri/renderD(128 + index). Host: no
+ * device, no nodes. Returns KA_OK or KA_EINVAL (a path too long). Pure but for reading
+ * gpus_dir; thread safe. */
+int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *path_prefix,
+                    const char *workdir, const char *gpus_dir);
 
 /* One timed case of a performance report. */
 typedef struct ka_cmd_case {

@@ -430,6 +430,9 @@ static void gx_usage(FILE *f) {
           "                   venv's, <repository>/.venv/bin/python3, if present, else python3 on\n"
           "                   PATH); without triton, triton tasks are refused at reset\n"
           "  --triton-cache DIR  the triton compile cache (default <--cache>/triton)\n"
+          "  --command-path DIRS  command tasks: folders (colon-separated) before\n"
+          "                   /usr/local/bin:/usr/bin:/bin on their commands' PATH, e.g. the bin\n"
+          "                   of a venv with torch and triton (docs/tasks.md)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
           GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S);
@@ -450,10 +453,11 @@ int main(int argc, char **argv) {
                                        {"timed-budget-ms", required_argument, 0, 'B'},
                                        {"triton-python", required_argument, 0, 'T'},
                                        {"triton-cache", required_argument, 0, 'C'},
+                                       {"command-path", required_argument, 0, 'X'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
-  const char *cache = NULL, *triton_python = NULL, *triton_cache = NULL;
+  const char *cache = NULL, *triton_python = NULL, *triton_cache = NULL, *command_path = NULL;
   int verbose = 0, c;
   double hb_interval = GX_HEARTBEAT_S;
   /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
@@ -472,7 +476,7 @@ int main(int argc, char **argv) {
   int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0;
   double call_limit = GX_CALL_LIMIT_S;
   int timed_budget_ms = GX_TIMED_BUDGET_MS;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:B:", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:B:X:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -516,6 +520,9 @@ int main(int argc, char **argv) {
       case 'T':
         triton_python = optarg;
         break;
+      case 'X':
+        command_path = optarg;
+        break;
       case 'C':
         triton_cache = optarg;
         break;
@@ -555,6 +562,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   ka_exec_config cfg = {.server_url = server,
+                        .command_path = command_path,
                         .runner_path = runner,
                         .cache_dir = cache,
                         .tmp_dir = own_tmp,

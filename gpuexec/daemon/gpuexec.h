@@ -40,6 +40,10 @@ typedef struct ka_exec_config {
                             (RunnerJob.call_limit_s; gpuexec --call-limit; 0: none) */
   int fixed_inputs;      /* ka-validate only: inputs from the job's seed alone (no per-evaluation
                            secret), so that two evaluations of one seed can be compared */
+
+  /* command tasks: folders put before the system's on their commands' PATH, e.g. a
+   * venv's bin (gpuexec --command-path; command.c) */
+  const char *command_path;
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res

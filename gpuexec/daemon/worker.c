@@ -1606,9 +1606,14 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   ev->image_fd = -1;
   ev->cand_image_fd = -1;
   const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
-  if (ct && ct->command) { /* a command task: its own commands (command.c) */
+  if (ct && ct->command) { /* a command task: its own commands (command.c), which hold the
+                              device's lock as a runner does (devlock.h) */
     free(ev);
-    ka_command_evaluate(cfg, dev, job, ct, res);
+    ka_devlock lock = {.m = -1, .t = -1};
+    wk_lock_fds(dev, &lock.m, &lock.t);
+    ka_command_evaluate(cfg, dev, job, ct, &lock, res);
+    ka_devlock_release(&lock);
+    if (lock.m >= 0) close(lock.m), close(lock.t);
     return;
   }
   if (wk_check_job(ev, res, err, sizeof err)) {

@@ -423,7 +423,13 @@ enum {
   SB_LL_RUNNER = 0,   /* the runner: system folders, /proc, /sys, /dev, /dev/shm, workdir */
   SB_LL_MODULE = 1,   /* a module process: the same without /dev/shm (only its own folder) */
   SB_LL_COMPILER = 2, /* the C compiler: system folders and its folder only, no /proc or /sys */
+  SB_LL_COMMAND = 3,  /* a command task's command on a GPU: system folders, /proc, /sys,
+                         its device's nodes (sb_cmd_nodes), its folder */
 };
+
+/* ka_sandbox_command's device nodes and extra read-only folders (NULL-terminated lists;
+ * set in the single-threaded child that sandboxes itself, read by sb_landlock). */
+static const char *const *sb_cmd_nodes, *const *sb_cmd_ro;
 
 /* Rules for /dev: read and write of the device nodes (no new ones). Module processes and
  * the compiler get each entry of /dev but shm and mqueue, so that nothing there can hold
@@ -433,6 +439,15 @@ static int sb_ll_dev(int rs, int who, int abi, uint64_t fs) {
                  LANDLOCK_ACCESS_FS_READ_DIR | (abi >= 3 ? LANDLOCK_ACCESS_FS_TRUNCATE : 0);
   if (who == SB_LL_RUNNER) return sb_ll_allow(rs, "/dev", dev, fs);
   if (who == SB_LL_COMPILER) return sb_ll_allow(rs, "/dev/null", dev, fs);
+  if (who == SB_LL_COMMAND) {
+    static const char *const plain[] = {"/dev/null",   "/dev/zero",    "/dev/full",
+                                        "/dev/random", "/dev/urandom", NULL};
+    int rc = 0;
+    for (int i = 0; plain[i] && !rc; i++) rc = sb_ll_allow(rs, plain[i], dev, fs);
+    for (int i = 0; sb_cmd_nodes && sb_cmd_nodes[i] && !rc; i++)
+      rc = sb_ll_allow(rs, sb_cmd_nodes[i], dev, fs);
+    return rc;
+  }
   DIR *d = opendir("/dev");
   if (!d) return 0;
   int rc = 0;
@@ -501,6 +516,8 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
   /* ka-runner's folder (the backend modules), the library path, the CUDA toolkit */
   char dir[PATH_MAX];
   if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = sb_ll_allow(rs, dir, rx, fs);
+  for (int i = 0; who == SB_LL_COMMAND && sb_cmd_ro && sb_cmd_ro[i] && !rc; i++)
+    if (sb_cmd_ro[i][0] == '/') rc = sb_ll_allow(rs, sb_cmd_ro[i], rx, fs);
   /* KA_TRITON_PREFIX: the installation of the Python that has triton (a venv: its
    * packages and ptxas), for the triton compiler (gpuexec/backends/triton.h) */
   const char *envs[] = {"LD_LIBRARY_PATH", "CUDA_HOME", "KA_BACKEND_PATH", "KA_TRITON_PREFIX",
@@ -821,6 +838,22 @@ int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int rc = KA_OK;
   if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMPILER, err, errlen);
+  if (rc == KA_OK && sb_drop_caps() != 0)
+    rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));
+  if (rc == KA_OK && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    rc = ka_seterr(err, errlen, KA_ESYS, "no_new_privs: %s", strerror(errno));
+  if (rc == KA_OK && !sb_env_off("KA_SANDBOX_SECCOMP") && prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 2)
+    rc = sb_seccomp_base(err, errlen);
+  return rc;
+}
+
+int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
+                       char *err, size_t errlen) {
+  if (!nodes) return ka_sandbox_compiler(workdir, err, errlen);
+  sb_cmd_nodes = nodes, sb_cmd_ro = ro;
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  int rc = KA_OK;
+  if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMMAND, err, errlen);
   if (rc == KA_OK && sb_drop_caps() != 0)
     rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));
   if (rc == KA_OK && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)

@@ -112,6 +112,18 @@ void ka_sandbox_lock_inherited(void);
  * nothing outside the workspace and the system folders. KA_OK or KA_ESYS with err. */
 int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen);
 
+/* Sandboxes the process that is about to exec a command task's command on a GPU, in the
+ * child after fork (gpuexec/daemon/command.c): as ka_sandbox_compiler, but Landlock also
+ * gives read access to /proc and /sys (the GPU driver, torch, triton read them), to the
+ * folders of ro (NULL-terminated, absolute paths: the commands' PATH) and read-write
+ * access to /dev/null, zero, full, random, urandom and the device nodes of nodes
+ * (NULL-terminated: the job's device only, e.g. /dev/nvidiactl, /dev/nvidia-uvm,
+ * /dev/nvidia3; a node that does not exist is skipped); no other device, no /dev/shm.
+ * nodes NULL: exactly ka_sandbox_compiler (a host command). KA_OK or KA_ESYS with err.
+ * Not thread safe (call it in a single-threaded child). */
+int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
+                       char *err, size_t errlen);
+
 /* Checks the assembly GCC generated for a module-mode submission (text, len bytes) for
  * assembler directives that read files (.incbin, .include) or assemble other directives
  * (.macro, .rept, .irp, .irpc, .altmacro, .purgem); case-insensitive, anywhere in the
