@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   static const char *dflt[] = {"hip2hip/gelu", "hip2hip/softmax", "hip2hip/rmsnorm",
-                               "cuda2cuda/matmul_bf16"};
+                               "hip2hip/layernorm"};
   const char **ids = argc > 2 ? (const char **)argv + 2 : dflt;
   int nids = argc > 2 ? argc - 2 : 4;
   ka_registry *reg = NULL;
