@@ -1028,6 +1028,35 @@ static void wk_cand_image_put(const wk_eval *ev, int fd) {
   free(data);
 }
 
+/* The build caches' part of rj (GPU backends): the baseline's image from its cache, else
+ * a memfd for the runner to leave it in; the same for the candidate's (never for triton,
+ * whose compile has its own cache). share[] gets the memfds; *img and *cimg the
+ * malloc'd images given (the caller frees them after packing). */
+static void wk_pack_images(wk_eval *ev, Kernelarena__V1__RunnerJob *rj, int *share, int *nshare,
+                           uint8_t **img, uint8_t **cimg) {
+  size_t len = 0;
+  wk_image_get(ev, img, &len);
+  if (*img) {
+    rj->baseline_image.data = *img;
+    rj->baseline_image.len = len;
+  } else if ((ev->image_fd = memfd_create("ka-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >= 0) {
+    rj->has_image_fd = 1;
+    rj->image_fd = *nshare;
+    share[(*nshare)++] = ev->image_fd;
+  }
+  if (!strcmp(ev->t->language, "triton")) return;
+  wk_cand_image_get(ev, cimg, &len);
+  if (*cimg) {
+    rj->candidate_image.data = *cimg;
+    rj->candidate_image.len = len;
+  } else if ((ev->cand_image_fd = memfd_create("ka-cand-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >=
+             0) {
+    rj->has_cand_image_fd = 1;
+    rj->cand_image_fd = *nshare;
+    share[(*nshare)++] = ev->cand_image_fd;
+  }
+}
+
 /* The runner's job, packed into *buf (caller frees); share[] gets every memfd the runner
  * inherits. */
 static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *share, int *nshare) {
@@ -1089,34 +1118,9 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   }
   rj.cases = rcp;
   rj.n_cases = (size_t)ev->ncases;
-  /* GPU backends: the baseline's image from the build cache, else a memfd for it */
-  uint8_t *img = NULL;
-  size_t img_len = 0;
-  if (!host) wk_image_get(ev, &img, &img_len);
-  if (img) {
-    rj.baseline_image.data = img;
-    rj.baseline_image.len = img_len;
-  } else if (!host &&
-             (ev->image_fd = memfd_create("ka-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >= 0) {
-    rj.has_image_fd = 1;
-    rj.image_fd = *nshare;
-    share[(*nshare)++] = ev->image_fd;
-  }
-  /* the candidate's image from its build cache, else a memfd for it (not for triton) */
-  uint8_t *cimg = NULL;
-  size_t cimg_len = 0;
-  int tri = !strcmp(t->language, "triton");
-  if (!host && !tri) wk_cand_image_get(ev, &cimg, &cimg_len);
-  if (cimg) {
-    rj.candidate_image.data = cimg;
-    rj.candidate_image.len = cimg_len;
-  } else if (!host && !tri &&
-             (ev->cand_image_fd = memfd_create("ka-cand-image", MFD_CLOEXEC | MFD_ALLOW_SEALING)) >=
-                 0) {
-    rj.has_cand_image_fd = 1;
-    rj.cand_image_fd = *nshare;
-    share[(*nshare)++] = ev->cand_image_fd;
-  }
+  /* GPU backends: the images of the build caches, else memfds for them */
+  uint8_t *img = NULL, *cimg = NULL;
+  if (!host) wk_pack_images(ev, &rj, share, nshare, &img, &cimg);
   *len = kernelarena__v1__runner_job__get_packed_size(&rj);
   *buf = malloc(*len + 1);
   if (*buf) kernelarena__v1__runner_job__pack(&rj, *buf);
