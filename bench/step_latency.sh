@@ -11,7 +11,8 @@
 #               client waits for a Step, on the clock of this machine;
 #   throughput: for each K of INFLIGHT, K episodes of THRU_TASK at once, THRU_STEPS steps
 #               each, the wall time of all of them, and the GPU's busy fraction over it
-#               (nvidia-smi utilization.gpu sampled every 100 ms);
+#               (nvidia-smi utilization.gpu sampled every 100 ms); SEED_GROUP=G gives
+#               each G consecutive episodes one seed (GRPO groups; default 1);
 #   fidelity:   the baseline agent submits the baseline, so each step's per-case speedup
 #               is the baseline timed against itself: its spread over the steps.
 # A build named old runs only OLD_TASKS with OLD_STEPS steps and no throughput (the
@@ -31,6 +32,9 @@ OLD_STEPS=${OLD_STEPS:-3}
 THRU_TASK=${THRU_TASK:-hip2hip/gelu}
 INFLIGHT=${INFLIGHT:-"1 16"}
 THRU_STEPS=${THRU_STEPS:-3}
+# episodes in flight that share a seed (a GRPO group: one problem, one reference); 1:
+# each its own seed, so each first step draws its inputs and computes its reference
+SEED_GROUP=${SEED_GROUP:-1}
 mkdir -p "$OUT"
 R=$(pwd)
 
@@ -111,7 +115,7 @@ for spec in $BUILDS; do
       i=0
       pids=""
       while [ $i -lt "$k" ]; do
-        "$bin/envctl" episode --server "$URL" --task "$THRU_TASK" --seed $((100 + i)) \
+        "$bin/envctl" episode --server "$URL" --task "$THRU_TASK" --seed $((100 + i / SEED_GROUP)) \
           --max-steps "$THRU_STEPS" >"$OUT/thru_${name}_${k}_$i.txt" 2>&1 &
         pids="$pids $!"
         i=$((i + 1))
@@ -154,7 +158,7 @@ awk '
           printf "%-5s %-24s %-6d %-7.3f %-7.3f %-8.3f %-8.3f %s\n", kk[1], kk[2], m, q(a, m, 0.5), q(a, m, 0.9), a[m], c2[k] ? s2[k] / c2[k] : 0, (ss == "OK" ? "all OK" : st[k]) } }' \
   "$OUT/lat_rows"
 echo
-echo "== throughput (K episodes in flight on $THRU_TASK)"
+echo "== throughput (K episodes in flight on $THRU_TASK, $SEED_GROUP per seed)"
 echo "build K   steps  ok  wall_s  steps/s  gpu_busy_%"
 awk '{printf "%-5s %-3s %-6s %-3s %-7s %-8.2f %s\n", $1, $2, $3, $4, $5, $3 / $5, $6}' "$OUT/thru_rows"
 echo
