@@ -9,5 +9,9 @@ set(KA_TRITON_TEST_ENV "KA_TRITON_PYTHON=${PROJECT_SOURCE_DIR}/.venv/bin/python3
     "KA_BACKEND_PATH=$<TARGET_FILE_DIR:ka_backend_cuda>")
 add_test(NAME triton_baselines COMMAND triton_compile_test baselines ${PROJECT_SOURCE_DIR}/tasks)
 add_test(NAME triton_faults COMMAND triton_compile_test faults ${PROJECT_SOURCE_DIR}/tasks)
-set_tests_properties(triton_baselines triton_faults PROPERTIES TIMEOUT 120
+# the faster candidates (tests/candidates/triton/FAMILY/NAME/) that tests/device/triton_h200.sh
+# scores on the H200: each builds here as its task's baseline does
+add_test(NAME triton_candidates COMMAND triton_compile_test candidates ${PROJECT_SOURCE_DIR}/tasks
+         ${CMAKE_CURRENT_LIST_DIR}/candidates/triton)
+set_tests_properties(triton_baselines triton_faults triton_candidates PROPERTIES TIMEOUT 120
                      ENVIRONMENT "${KA_TRITON_TEST_ENV}")

@@ -1,11 +1,14 @@
 /* The Triton compile path (gpuexec/backends/triton.h) through the real driver, Python and
  * triton, in the compile sandbox, for sm_90, without a GPU.
  *
- *   triton_compile_test baselines TASKS  every triton task's baseline: a bundle with a cubin
+ *   triton_compile_test baselines TASKS  every triton task's baseline (and a task's starter/,
+ *                                        instruction2triton): a bundle with a cubin
  *                                        per unit holding the kernel's symbol, num_warps as
  *                                        planned, the plan rewritten onto it (kernel names,
  *                                        block 32 x num_warps, Triton's two scratch pointers),
  *                                        and the cuda backend's compile-only check accepts it
+ *   triton_compile_test candidates TASKS DIR  every candidate DIR/FAMILY/NAME/ builds for
+ *                                        its task as the baselines do (at least 4)
  *   triton_compile_test faults TASKS     a compile error (COMPILE_ERROR with the traceback's
  *                                        last lines), host code refused, a kernel the plan
  *                                        names but the source lacks, a compile that hangs
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -65,21 +69,25 @@ static int tc_build(const ka_task *t, const char *yaml, const char *text, const 
 static char *tc_read(const char *dir, const char *name) {
   char p[PATH_MAX], *s = NULL;
   size_t n;
-  snprintf(p, sizeof p, "%s/baseline/%s", dir, name);
+  snprintf(p, sizeof p, "%s/%s", dir, name);
   if (ka_read_file(p, 1 << 20, &s, &n)) return NULL;
   return s;
 }
 
-/* One baseline: build, check the bundle against the plan, rewrite, backend check. */
-static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
-  char *text = tc_read(t->dir, t->source), *yaml = tc_read(t->dir, t->launch_plan);
+/* One set of t's editable files in folder `files` (what: "baseline", "starter" or
+ * "candidate"): build, check the bundle against the plan, rewrite, backend check. */
+static void tc_build_files(const ka_task *t, const ka_backend_ops *cuda, const char *files,
+                           const char *what) {
+  char *text = tc_read(files, t->source), *yaml = tc_read(files, t->launch_plan);
   if (!text || !yaml) {
-    check(0, t->id, "cannot read the baseline");
+    check(0, t->id, "cannot read the %s in %s", what, files);
+    free(text);
+    free(yaml);
     return;
   }
   ka_plan *p = tc_plan(t, yaml);
   char wd[PATH_MAX], err[1024] = "";
-  snprintf(wd, sizeof wd, "%s", t->id);
+  snprintf(wd, sizeof wd, "%s_%s", t->id, what);
   for (char *c = wd; *c; c++)
     if (*c == '/') *c = '_';
   char dir[PATH_MAX];
@@ -94,7 +102,7 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
       p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
         : KA_EPARSE;
   check(rc == KA_OK && b && n > 0 && cached == 0, t->id,
-        "baseline compiled in %.2f s (%zu bytes): %s%s", ka_now_s() - t0, n, rc ? err : "ok",
+        "%s compiled in %.2f s (%zu bytes): %s%s", what, ka_now_s() - t0, n, rc ? err : "ok",
         rc && log ? log : "");
   ka_triton_unit u[KA_TRITON_MAX_UNITS];
   int nu = 0;
@@ -117,7 +125,7 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
             (unsigned long long)u[k].scratch_bytes);
     }
     /* a tl.dot kernel on sm_90 stages its tiles in shared memory */
-    if (strstr(t->id, "matmul"))
+    if (strstr(t->id, "matmul") && !strcmp(what, "baseline"))
       check(nu == 1 && u[0].shared > 0, "matmul uses shared memory", "%u bytes",
             nu ? u[0].shared : 0);
     int nargs0 = p->launches[0].nargs, warps0 = p->launches[0].num_warps;
@@ -519,9 +527,31 @@ static void tc_plan_fields(const ka_task *gelu) {
   }
 }
 
+/* Every candidate folder CANDIDATES/FAMILY/NAME/ (tests/candidates/triton/) builds for
+ * task FAMILY/NAME as its baseline does; at least 4 of them. */
+static void tc_candidates(const ka_registry *reg, const char *root) {
+  const ka_backend_ops *cuda = NULL;
+  char err[512];
+  cuda = ka_backend_load("cuda", err, sizeof err);
+  check(cuda != NULL, "cuda backend module loads", "%s", cuda ? "ok" : err);
+  int seen = 0;
+  for (int i = 0; i < reg->ntasks; i++) {
+    const ka_task *t = reg->tasks[i];
+    char dir[PATH_MAX + 300];
+    snprintf(dir, sizeof dir, "%s/%s", root, t->id);
+    struct stat st;
+    if (strcmp(t->language, "triton") || stat(dir, &st) || !S_ISDIR(st.st_mode)) continue;
+    tc_build_files(t, cuda, dir, "candidate");
+    seen++;
+  }
+  check(seen >= 4, "triton candidates", "%d in %s", seen, root);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3 || (strcmp(argv[1], "baselines") && strcmp(argv[1], "faults"))) {
-    fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n");
+  if (!(argc == 3 && (!strcmp(argv[1], "baselines") || !strcmp(argv[1], "faults"))) &&
+      !(argc == 4 && !strcmp(argv[1], "candidates"))) {
+    fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n"
+                    "       triton_compile_test candidates TASKS CANDIDATES\n");
     return 2;
   }
   const char *py = getenv("KA_TRITON_PYTHON");
@@ -545,13 +575,24 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "baselines")) {
     const ka_backend_ops *cuda = ka_backend_load("cuda", err, sizeof err);
     check(cuda != NULL, "cuda backend module loads", "%s", cuda ? "ok" : err);
-    int seen = 0;
+    int seen = 0, starters = 0;
     for (int i = 0; i < reg->ntasks; i++)
       if (!strcmp(reg->tasks[i]->language, "triton")) {
-        tc_baseline(reg->tasks[i], cuda);
+        const ka_task *t = reg->tasks[i];
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/baseline", t->dir);
+        tc_build_files(t, cuda, dir, "baseline");
         seen++;
+        if (t->has_starter) {
+          snprintf(dir, sizeof dir, "%s/starter", t->dir);
+          tc_build_files(t, cuda, dir, "starter");
+          starters++;
+        }
       }
-    check(seen >= 4, "triton tasks", "%d", seen);
+    check(seen >= 24 && starters >= 8, "triton tasks", "%d, %d of them with a starter", seen,
+          starters);
+  } else if (!strcmp(argv[1], "candidates")) {
+    tc_candidates(reg, argv[3]);
   } else {
     const ka_task *gelu = ka_registry_find(reg, "triton2triton/gelu");
     check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");

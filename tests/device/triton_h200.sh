@@ -6,8 +6,11 @@
 #      path (sandboxed driver, cubins, the cuda backend's check of the bundle);
 #   2. one episode of triton2triton/gelu (envctl starts envserver and gpuexec: the runner
 #      compiles in its sandbox, loads the cubins and launches them): the baseline's step;
-#   3. tests/device/validate_suite.sh over tasks/triton2triton/* (envctl validate
-#      --backends cuda, one task per run).
+#   3. tests/device/validate_suite.sh over tasks/triton2triton/* and
+#      tasks/instruction2triton/* (envctl validate --backends cuda, one task per run;
+#      TRITON_TASKS="id ..." validates those instead).
+#   4. one episode step per faster candidate of tests/candidates/triton/FAMILY/NAME/
+#      (envctl episode --agent files:DIR, seed 1): its status and speedup over the baseline.
 # Prints a short table last; logs in $OUT (triton-compile.txt, triton-episode.txt,
 # validate-report.txt, validate/...).
 #   device run: OUT=$OUT sh tests/device/triton_h200.sh          (carry: build/bin)
@@ -17,6 +20,7 @@ set -u
 OUT=${OUT:-/tmp/ka-out}
 BIN=${BIN:-build/bin}
 mkdir -p "$OUT"
+rm -f "$OUT/candidate-rows.txt"
 export TMPDIR=${TMPDIR:-/tmp}
 py=""
 for p in ${TRITON_PYTHON:-} python3.12 python3 .venv/bin/python3; do
@@ -53,15 +57,37 @@ tail -25 "$OUT/triton-episode.txt" | cut -c1-200
 e_line=$(grep -iE "reward|speedup|status|COMPILE_ERROR|INFRA|INCORRECT|FLAGGED" "$OUT/triton-episode.txt" |
   tail -1 | cut -c1-100)
 
-echo "== 3. envctl validate --backends cuda, tasks/triton2triton/*"
-TASKS=$(for y in tasks/triton2triton/*/task.yaml; do d=${y%/task.yaml}; echo "${d#tasks/}"; done)
+echo "== 3. envctl validate --backends cuda, tasks/triton2triton/* tasks/instruction2triton/*"
+TASKS=${TRITON_TASKS:-$(for y in tasks/triton2triton/*/task.yaml tasks/instruction2triton/*/task.yaml; do
+  d=${y%/task.yaml}
+  echo "${d#tasks/}"
+done)}
 OUT=$OUT BIN=$BIN TASKS="$TASKS" BUDGET_S=${BUDGET_S:-480} sh tests/device/validate_suite.sh \
   >"$OUT/triton-validate.txt" 2>&1
 v_rc=$?
 
+echo "== 4. faster candidates, tests/candidates/triton/*/*"
+: >"$OUT/triton-candidates.txt"
+for dir in tests/candidates/triton/*/*/; do
+  [ -f "$dir/launch.yaml" ] || continue
+  id=${dir#tests/candidates/triton/}
+  id=${id%/}
+  timeout 300 "$BIN/envctl" episode --tasks tasks --task "$id" --seed 1 --max-steps 1 \
+    --agent "files:$dir" >"$OUT/cand.txt" 2>&1
+  rc=$?
+  cat "$OUT/cand.txt" >>"$OUT/triton-candidates.txt"
+  st=$(grep -oE "status [A-Z_]+" "$OUT/cand.txt" | head -1)
+  sp=$(grep -oE "geometric-mean speedup [0-9.]+x" "$OUT/cand.txt" | head -1)
+  printf '%-34s exit %d, %s, %s\n' "$id" "$rc" "${st:-no status}" "${sp:-no speedup}" |
+    tee -a "$OUT/candidate-rows.txt"
+done
+rm -f "$OUT/cand.txt"
+
 echo
 echo "== triton_h200 summary (python $py, triton $tver)"
-printf '%-34s %s\n' "compile test (4 baselines)" "exit $c_rc; $(tail -1 "$OUT/triton-compile.txt")"
+printf '%-34s %s\n' "compile test (every triton baseline)" "exit $c_rc; $(tail -1 "$OUT/triton-compile.txt")"
 printf '%-34s %s\n' "episode triton2triton/gelu" "exit $e_rc; ${e_line:-no result line}"
 printf '%-34s %s\n' "validate suite" "exit $v_rc"
 cat "$OUT/validate-rows.txt" 2>/dev/null
+echo "faster candidates:"
+cat "$OUT/candidate-rows.txt" 2>/dev/null
