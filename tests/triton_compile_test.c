@@ -9,6 +9,9 @@
  *                                        and the cuda backend's compile-only check accepts it
  *   triton_compile_test candidates TASKS DIR  every candidate DIR/FAMILY/NAME/ builds for
  *                                        its task as the baselines do (at least 4)
+ *   triton_compile_test adversarial TASKS SRC  the manifest's triton_compile runs
+ *                                        (tests/adversarial/manifest.yaml): refused as
+ *                                        expected, before anything of theirs runs
  *   triton_compile_test faults TASKS     a compile error (COMPILE_ERROR with the traceback's
  *                                        last lines), host code refused, a kernel the plan
  *                                        names but the source lacks, a compile that hangs
@@ -31,6 +34,7 @@
 #include "backend.h"
 #include "ka_check.h"
 #include "ka_common.h"
+#include "manifest.h"
 #include "task.h"
 #include "triton.h"
 #include "triton_bundle.h"
@@ -547,11 +551,78 @@ static void tc_candidates(const ka_registry *reg, const char *root) {
   check(seen >= 4, "triton candidates", "%d in %s", seen, root);
 }
 
+/* The manifest's runs with harness triton_compile (tests/adversarial/manifest.yaml):
+ * each file (with its plan, else the task's baseline plan) is refused before it runs, as
+ * the expected COMPILE_ERROR, the run's text in the refusal (the plan parser's reason or
+ * the compile log), and nothing it tried happened (/tmp/ka_triton_adv_system absent). */
+static void tc_adversarial(const ka_registry *reg, const char *src_root) {
+  char path[PATH_MAX], err[1024];
+  snprintf(path, sizeof path, "%s/tests/adversarial/manifest.yaml", src_root);
+  adv_manifest man;
+  int rc = adv_manifest_load(path, &man, err, sizeof err);
+  check(rc == 0, "manifest loads", "%s", rc ? err : path);
+  if (rc) return;
+  int seen = 0;
+  for (int i = 0; i < man.n; i++) {
+    const adv_run *r = &man.runs[i];
+    if (strcmp(r->harness, "triton_compile")) continue;
+    seen++;
+    const ka_task *t = ka_registry_find(reg, r->task);
+    char *text = tc_read(src_root, r->file), *yaml = NULL;
+    char pl[PATH_MAX];
+    if (t && r->plan) yaml = tc_read(src_root, r->plan);
+    if (t && !r->plan) {
+      snprintf(pl, sizeof pl, "%s/baseline", t->dir);
+      yaml = tc_read(pl, t->launch_plan);
+    }
+    if (!t || !text || !yaml) {
+      check(0, r->name, "task %s, file %s or plan missing", r->task, r->file);
+      free(text), free(yaml);
+      continue;
+    }
+    ka_plan *p = NULL;
+    char perr[512] = "";
+    const char *status = "OK", *said = "";
+    char *log = NULL;
+    void *b = NULL;
+    size_t n = 0;
+    int cached = 0;
+    if (ka_plan_parse(t, yaml, strlen(yaml), &p, perr, sizeof perr) != KA_OK) {
+      status = "COMPILE_ERROR"; /* a plan that does not parse (docs/tasks.md) */
+      said = perr;
+    } else {
+      char wd[PATH_MAX];
+      snprintf(wd, sizeof wd, "adv_%s", r->name);
+      char dir[PATH_MAX];
+      tc_workdir(wd, dir, sizeof dir);
+      ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
+      unlink("/tmp/ka_triton_adv_system");
+      rc = ka_triton_build(t, p, &s0, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err);
+      if (rc == KA_ECOMPILE) status = "COMPILE_ERROR";
+      else if (rc != KA_OK) status = "INFRA_ERROR";
+      said = log ? log : err;
+    }
+    int want = 0;
+    char ex[64];
+    snprintf(ex, sizeof ex, "%s", r->expect);
+    for (char *w = strtok(ex, "|"); w; w = strtok(NULL, "|")) want |= !strcmp(w, status);
+    check(want && (!r->text || strstr(said, r->text)) &&
+              access("/tmp/ka_triton_adv_system", F_OK) != 0,
+          r->name, "expected %s%s%s, got %s: %.300s", r->expect, r->text ? " with " : "",
+          r->text ? r->text : "", status, said);
+    free(b), free(log), free(text), free(yaml);
+    ka_plan_free(p);
+  }
+  check(seen >= 4, "triton_compile runs", "%d in the manifest", seen);
+  adv_manifest_free(&man);
+}
+
 int main(int argc, char **argv) {
   if (!(argc == 3 && (!strcmp(argv[1], "baselines") || !strcmp(argv[1], "faults"))) &&
-      !(argc == 4 && !strcmp(argv[1], "candidates"))) {
+      !(argc == 4 && (!strcmp(argv[1], "candidates") || !strcmp(argv[1], "adversarial")))) {
     fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n"
-                    "       triton_compile_test candidates TASKS CANDIDATES\n");
+                    "       triton_compile_test candidates TASKS CANDIDATES\n"
+                    "       triton_compile_test adversarial TASKS SOURCE_DIR\n");
     return 2;
   }
   const char *py = getenv("KA_TRITON_PYTHON");
@@ -593,6 +664,8 @@ int main(int argc, char **argv) {
           starters);
   } else if (!strcmp(argv[1], "candidates")) {
     tc_candidates(reg, argv[3]);
+  } else if (!strcmp(argv[1], "adversarial")) {
+    tc_adversarial(reg, argv[3]);
   } else {
     const ka_task *gelu = ka_registry_find(reg, "triton2triton/gelu");
     check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");

@@ -11,6 +11,10 @@
 #      TRITON_TASKS="id ..." validates those instead).
 #   4. one episode step per faster candidate of tests/candidates/triton/FAMILY/NAME/
 #      (envctl episode --agent files:DIR, seed 1): its status and speedup over the baseline.
+#   5. the triton runs of tests/adversarial/manifest.yaml (harness triton_h200: lazy and
+#      empty kernels, grid abuse, another buffer's memory, an input written, a precision
+#      cut) in one triton2triton/gelu episode: tests/device/integrity_h200.sh with
+#      HARNESS=triton_h200 (table in triton-integrity.txt).
 # Prints a short table last; logs in $OUT (triton-compile.txt, triton-episode.txt,
 # validate-report.txt, validate/...).
 #   device run: OUT=$OUT sh tests/device/triton_h200.sh          (carry: build/bin)
@@ -83,11 +87,19 @@ for dir in tests/candidates/triton/*/*/; do
 done
 rm -f "$OUT/cand.txt"
 
+echo "== 5. adversarial triton runs (manifest harness triton_h200)"
+mkdir -p "$OUT/adv"
+HARNESS=triton_h200 OUT=$OUT/adv timeout 400 sh tests/device/integrity_h200.sh \
+  >"$OUT/triton-integrity.txt" 2>&1
+a_rc=$?
+cat "$OUT/triton-integrity.txt"
+
 echo
 echo "== triton_h200 summary (python $py, triton $tver)"
 printf '%-34s %s\n' "compile test (every triton baseline)" "exit $c_rc; $(tail -1 "$OUT/triton-compile.txt")"
 printf '%-34s %s\n' "episode triton2triton/gelu" "exit $e_rc; ${e_line:-no result line}"
 printf '%-34s %s\n' "validate suite" "exit $v_rc"
+printf '%-34s %s\n' "adversarial triton runs" "exit $a_rc; $(grep -E '^mismatches' "$OUT/triton-integrity.txt")"
 cat "$OUT/validate-rows.txt" 2>/dev/null
 echo "faster candidates:"
 cat "$OUT/candidate-rows.txt" 2>/dev/null
