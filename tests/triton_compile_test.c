@@ -78,6 +78,13 @@ static char *tc_read(const char *dir, const char *name) {
   return s;
 }
 
+/* The baseline's version of t's editable file name (NULL when unreadable). */
+static char *tc_baseline_file(const ka_task *t, const char *name) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/baseline", t->dir);
+  return tc_read(dir, name);
+}
+
 /* One set of t's editable files in folder `files` (what: "baseline", "starter" or
  * "candidate"): build, check the bundle against the plan, rewrite, backend check. */
 static void tc_build_files(const ka_task *t, const ka_backend_ops *cuda, const char *files,
@@ -296,7 +303,7 @@ static void tc_faults(const ka_task *gelu) {
   snprintf(cache, sizeof cache, "%s/cache", tc_tmp);
   setenv("KA_TRITON_CACHE", cache, 1);
   setenv("KA_TRITON_VERSION", "3.6.0", 1);
-  char *text = tc_read(gelu->dir, gelu->source);
+  char *text = tc_baseline_file(gelu, gelu->source);
   void *b1 = NULL, *b2 = NULL, *b3 = NULL;
   size_t n1 = 0, n2 = 0, n3 = 0;
   int c1 = -1, c2 = -1, c3 = -1;
@@ -339,7 +346,7 @@ static int tc_standin(const ka_task *gelu, const char *name, const char *text, c
   void *b = NULL;
   size_t n = 0;
   int cached = 0;
-  char *src = tc_read(gelu->dir, gelu->source);
+  char *src = tc_baseline_file(gelu, gelu->source);
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
   ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
   int rc = p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, log, err, sizeof err)
@@ -430,7 +437,7 @@ static void tc_sandbox(const ka_task *gelu) {
   size_t n = 0;
   int cached = 0;
   char *log = NULL;
-  char *src = tc_read(gelu->dir, gelu->source);
+  char *src = tc_baseline_file(gelu, gelu->source);
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
   ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
   int rc =
@@ -569,11 +576,9 @@ static void tc_adversarial(const ka_registry *reg, const char *src_root) {
     seen++;
     const ka_task *t = ka_registry_find(reg, r->task);
     char *text = tc_read(src_root, r->file), *yaml = NULL;
-    char pl[PATH_MAX];
     if (t && r->plan) yaml = tc_read(src_root, r->plan);
     if (t && !r->plan) {
-      snprintf(pl, sizeof pl, "%s/baseline", t->dir);
-      yaml = tc_read(pl, t->launch_plan);
+      yaml = tc_baseline_file(t, t->launch_plan);
     }
     if (!t || !text || !yaml) {
       check(0, r->name, "task %s, file %s or plan missing", r->task, r->file);
