@@ -181,7 +181,10 @@ int ka_task_tensor(const ka_task *t, const char *name) {
 
 char *ka_task_baseline_path(const ka_task *t, const char *file, char *buf, size_t len) {
   snprintf(buf, len, "%s%s/%s", t->dir,
-           t->command ? "" : t->has_starter ? "/starter" : "/baseline", file);
+           t->command       ? ""
+           : t->has_starter ? "/starter"
+                            : "/baseline",
+           file);
   return buf;
 }
 

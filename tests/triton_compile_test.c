@@ -112,9 +112,8 @@ static void tc_build_files(const ka_task *t, const ka_backend_ops *cuda, const c
   int rc =
       p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
         : KA_EPARSE;
-  check(rc == KA_OK && b && n > 0 && cached == 0, t->id,
-        "%s compiled in %.2f s (%zu bytes): %s%s", what, ka_now_s() - t0, n, rc ? err : "ok",
-        rc && log ? log : "");
+  check(rc == KA_OK && b && n > 0 && cached == 0, t->id, "%s compiled in %.2f s (%zu bytes): %s%s",
+        what, ka_now_s() - t0, n, rc ? err : "ok", rc && log ? log : "");
   ka_triton_unit u[KA_TRITON_MAX_UNITS];
   int nu = 0;
   if (rc == KA_OK) {
@@ -603,8 +602,10 @@ static void tc_adversarial(const ka_registry *reg, const char *src_root) {
       ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
       unlink("/tmp/ka_triton_adv_system");
       rc = ka_triton_build(t, p, &s0, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err);
-      if (rc == KA_ECOMPILE) status = "COMPILE_ERROR";
-      else if (rc != KA_OK) status = "INFRA_ERROR";
+      if (rc == KA_ECOMPILE)
+        status = "COMPILE_ERROR";
+      else if (rc != KA_OK)
+        status = "INFRA_ERROR";
       said = log ? log : err;
     }
     int want = 0;
@@ -625,9 +626,10 @@ static void tc_adversarial(const ka_registry *reg, const char *src_root) {
 int main(int argc, char **argv) {
   if (!(argc == 3 && (!strcmp(argv[1], "baselines") || !strcmp(argv[1], "faults"))) &&
       !(argc == 4 && (!strcmp(argv[1], "candidates") || !strcmp(argv[1], "adversarial")))) {
-    fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n"
-                    "       triton_compile_test candidates TASKS CANDIDATES\n"
-                    "       triton_compile_test adversarial TASKS SOURCE_DIR\n");
+    fprintf(stderr,
+            "usage: triton_compile_test baselines|faults TASKS\n"
+            "       triton_compile_test candidates TASKS CANDIDATES\n"
+            "       triton_compile_test adversarial TASKS SOURCE_DIR\n");
     return 2;
   }
   const char *py = getenv("KA_TRITON_PYTHON");
