@@ -47,8 +47,9 @@ set(KA_TEST_COSTS
     validate_host_row_sum 15 agents_command 14 report_render 14 validate_host_gelu 14
     agents_timeout 13 reliability_slow_reader 13 validate_host_layernorm 12
     validate_host_transpose 10 agents_mcp 10 agents_claude 9 agents_replay 9
-    validate_host_rmsnorm 9 validate_host_silu_mul 9 handshake_abort 8 reference_split 10
-    install 12 python_faults_reproducible 20 triton_faults 8 triton_baselines 5
+    validate_host_rmsnorm 9 validate_host_silu_mul 9 handshake_abort 8
+    install 12 python_faults_reproducible 20 triton_faults 10 triton_baselines 27
+    triton_candidates 6 reference_split 20
     command_tasks 12)
 
 # The format check: every C source and header in the tree against the root .clang-format.
