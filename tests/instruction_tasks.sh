@@ -8,7 +8,9 @@
 #      neither the prompt nor those files hold any line of the hidden baseline's kernels
 #      (its lines that call tl.*) or its launch plan (its grid and constexpr lines);
 #   3. the same check finds the baseline in a triton2triton task's files (the check can
-#      fail: those tasks show their baseline).
+#      fail: those tasks show their baseline);
+#   4. a copy of a task whose starter/ lacks an editable file is skipped at load (not
+#      listed), the message naming the file; a changed starter file changes the task's version.
 # usage: instruction_tasks.sh BIN_DIR SOURCE_DIR
 set -u
 BIN=$(cd "$1" && pwd)
@@ -80,4 +82,23 @@ check(bool(shown) and all(leaks(r) for r in shown),
 sys.exit(fail)
 PY
 [ $? -eq 0 ] || fail=1
+
+mkdir -p "$WORK/t/instruction2triton"
+cp -r "$SRC/tasks/instruction2triton/knn" "$WORK/t/instruction2triton/"
+version() { # the task's version from ListTasks
+  "$BIN/envctl" tasks --prompts --all-tasks --tasks "$WORK/t" 2>/dev/null |
+    python3 -c "import json, sys; print(json.loads(sys.stdin.readline())['version'])"
+}
+v1=$(version)
+echo "# a comment" >>"$WORK/t/instruction2triton/knn/starter/kernels.py"
+v2=$(version)
+check "a changed starter file changes the version ($v1 -> $v2)" \
+  sh -c "[ -n '$v1' ] && [ -n '$v2' ] && [ '$v1' != '$v2' ]"
+rm "$WORK/t/instruction2triton/knn/starter/launch.yaml"
+"$BIN/envctl" tasks --tasks "$WORK/t" >"$WORK/bad" 2>&1
+rc=$?
+cat "$WORK/bad"
+check "a starter/ without launch.yaml: the task is skipped at load, naming the file" \
+  sh -c "grep -q 'knn/task.yaml:[0-9]*: starter/launch.yaml is missing' '$WORK/bad' &&
+         ! grep -q '^instruction2triton/knn ' '$WORK/bad'"
 exit $fail
