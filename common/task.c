@@ -180,7 +180,11 @@ int ka_task_tensor(const ka_task *t, const char *name) {
 }
 
 char *ka_task_baseline_path(const ka_task *t, const char *file, char *buf, size_t len) {
-  snprintf(buf, len, "%s%s/%s", t->dir, t->command ? "" : "/baseline", file);
+  snprintf(buf, len, "%s%s/%s", t->dir,
+           t->command       ? ""
+           : t->has_starter ? "/starter"
+                            : "/baseline",
+           file);
   return buf;
 }
 
@@ -400,6 +404,21 @@ static int task_parse_split(ty_doc *d, ka_task *t, yaml_node_t *ref) {
   return KA_OK;
 }
 
+/* A `starter/` folder (instruction2triton): the workspace starts from it, so every
+ * editable file must be there too. */
+static int task_check_starter(ty_doc *d, ka_task *t, yaml_node_t *root) {
+  char p[PATH_MAX];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/starter", t->dir);
+  if (stat(p, &st) != 0) return KA_OK;
+  if (!S_ISDIR(st.st_mode)) return ty_fail(d, root, "starter is not a folder%s", "");
+  t->has_starter = 1;
+  for (int i = 0; i < t->neditable; i++)
+    if (!task_file_exists(t->dir, "starter", t->editable[i]))
+      return ty_fail(d, root, "starter/%s is missing", t->editable[i]);
+  return KA_OK;
+}
+
 static int task_parse(ty_doc *d, ka_task *t) {
   yaml_node_t *root = yaml_document_get_root_node(&d->doc);
   t->id = ty_str(d, root, "id", 1);
@@ -555,6 +574,7 @@ static int task_parse(ty_doc *d, ka_task *t) {
     if (!task_file_exists(t->dir, "baseline", t->editable[i]))
       return ty_fail(d, root, "baseline/%s is missing", t->editable[i]);
   }
+  if (task_check_starter(d, t, root)) return d->rc;
   if (!ka_task_is_editable(t, t->source))
     return ty_fail(d, root, "source '%s' must be an editable file", t->source);
 
@@ -609,11 +629,16 @@ static int task_parse(ty_doc *d, ka_task *t) {
 static int task_version(ka_task *t, const char *yaml, size_t ylen) {
   ka_sb sb = {0};
   ka_sb_append(&sb, yaml, ylen);
-  const char *extra[KA_MAX_EDITABLE + 2];
-  char paths[KA_MAX_EDITABLE + 2][PATH_MAX];
+  const char *extra[2 * KA_MAX_EDITABLE + 1];
+  char paths[2 * KA_MAX_EDITABLE + 1][PATH_MAX];
   int ne = 0;
   for (int i = 0; i < t->neditable; i++) {
     snprintf(paths[ne], PATH_MAX, "%s/baseline/%s", t->dir, t->editable[i]);
+    extra[ne] = paths[ne];
+    ne++;
+  }
+  for (int i = 0; t->has_starter && i < t->neditable; i++) {
+    snprintf(paths[ne], PATH_MAX, "%s/starter/%s", t->dir, t->editable[i]);
     extra[ne] = paths[ne];
     ne++;
   }

@@ -117,6 +117,10 @@ typedef struct ka_task {
    * the worker's, however large they are (gpuexec/runner/runner.c; for ops whose output a
    * rotation of the input does not change, e.g. a histogram, docs/integrity.md 3) */
   int fresh_inputs;
+  /* a `starter/` folder beside `baseline/` (instruction2triton): the workspace starts from
+   * starter/'s editable files (a specification and empty kernel bodies), and baseline/
+   * stays hidden: only the runner reads it, as the timed baseline (docs/tasks.md) */
+  int has_starter;
   /* module mode: glob patterns (fnmatch) of imported symbols the built shared object may
    * use besides the default list (`allowed_imports:`), and patterns it may not use even
    * when on the default list (`denied_imports:`; wins); gpuexec/sandbox/sandbox.h */
@@ -136,8 +140,10 @@ void ka_task_free(ka_task *t);
 int ka_task_param(const ka_task *t, const char *name);
 int ka_task_tensor(const ka_task *t, const char *name);
 
-/* The path of the starting version of editable file `file` into buf: dir/baseline/file,
- * or dir/file for a command task (its folder holds them). Returns buf. Pure. */
+/* The path of the starting version of editable file `file` (what a workspace, a step's
+ * files left out and GetTaskInfo hold) into buf: dir/starter/file for a task with a
+ * starter (its baseline/ is hidden then), dir/file for a command task (its folder holds
+ * them), else dir/baseline/file. Returns buf. Pure. */
 char *ka_task_baseline_path(const ka_task *t, const char *file, char *buf, size_t len);
 
 /* 1 if path is one of the task's editable files. */

@@ -1,11 +1,17 @@
 /* The Triton compile path (gpuexec/backends/triton.h) through the real driver, Python and
  * triton, in the compile sandbox, for sm_90, without a GPU.
  *
- *   triton_compile_test baselines TASKS  every triton task's baseline: a bundle with a cubin
+ *   triton_compile_test baselines TASKS  every triton task's baseline (and a task's starter/,
+ *                                        instruction2triton): a bundle with a cubin
  *                                        per unit holding the kernel's symbol, num_warps as
  *                                        planned, the plan rewritten onto it (kernel names,
  *                                        block 32 x num_warps, Triton's two scratch pointers),
  *                                        and the cuda backend's compile-only check accepts it
+ *   triton_compile_test candidates TASKS DIR  every candidate DIR/FAMILY/NAME/ builds for
+ *                                        its task as the baselines do (at least 4)
+ *   triton_compile_test adversarial TASKS SRC  the manifest's triton_compile runs
+ *                                        (tests/adversarial/manifest.yaml): refused as
+ *                                        expected, before anything of theirs runs
  *   triton_compile_test faults TASKS     a compile error (COMPILE_ERROR with the traceback's
  *                                        last lines), host code refused, a kernel the plan
  *                                        names but the source lacks, a compile that hangs
@@ -22,11 +28,13 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "ka_check.h"
 #include "ka_common.h"
+#include "manifest.h"
 #include "task.h"
 #include "triton.h"
 #include "triton_bundle.h"
@@ -65,21 +73,32 @@ static int tc_build(const ka_task *t, const char *yaml, const char *text, const 
 static char *tc_read(const char *dir, const char *name) {
   char p[PATH_MAX], *s = NULL;
   size_t n;
-  snprintf(p, sizeof p, "%s/baseline/%s", dir, name);
+  snprintf(p, sizeof p, "%s/%s", dir, name);
   if (ka_read_file(p, 1 << 20, &s, &n)) return NULL;
   return s;
 }
 
-/* One baseline: build, check the bundle against the plan, rewrite, backend check. */
-static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
-  char *text = tc_read(t->dir, t->source), *yaml = tc_read(t->dir, t->launch_plan);
+/* The baseline's version of t's editable file name (NULL when unreadable). */
+static char *tc_baseline_file(const ka_task *t, const char *name) {
+  char dir[PATH_MAX];
+  snprintf(dir, sizeof dir, "%s/baseline", t->dir);
+  return tc_read(dir, name);
+}
+
+/* One set of t's editable files in folder `files` (what: "baseline", "starter" or
+ * "candidate"): build, check the bundle against the plan, rewrite, backend check. */
+static void tc_build_files(const ka_task *t, const ka_backend_ops *cuda, const char *files,
+                           const char *what) {
+  char *text = tc_read(files, t->source), *yaml = tc_read(files, t->launch_plan);
   if (!text || !yaml) {
-    check(0, t->id, "cannot read the baseline");
+    check(0, t->id, "cannot read the %s in %s", what, files);
+    free(text);
+    free(yaml);
     return;
   }
   ka_plan *p = tc_plan(t, yaml);
   char wd[PATH_MAX], err[1024] = "";
-  snprintf(wd, sizeof wd, "%s", t->id);
+  snprintf(wd, sizeof wd, "%s_%s", t->id, what);
   for (char *c = wd; *c; c++)
     if (*c == '/') *c = '_';
   char dir[PATH_MAX];
@@ -93,9 +112,8 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
   int rc =
       p ? ka_triton_build(t, p, &src, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err)
         : KA_EPARSE;
-  check(rc == KA_OK && b && n > 0 && cached == 0, t->id,
-        "baseline compiled in %.2f s (%zu bytes): %s%s", ka_now_s() - t0, n, rc ? err : "ok",
-        rc && log ? log : "");
+  check(rc == KA_OK && b && n > 0 && cached == 0, t->id, "%s compiled in %.2f s (%zu bytes): %s%s",
+        what, ka_now_s() - t0, n, rc ? err : "ok", rc && log ? log : "");
   ka_triton_unit u[KA_TRITON_MAX_UNITS];
   int nu = 0;
   if (rc == KA_OK) {
@@ -117,7 +135,7 @@ static void tc_baseline(const ka_task *t, const ka_backend_ops *cuda) {
             (unsigned long long)u[k].scratch_bytes);
     }
     /* a tl.dot kernel on sm_90 stages its tiles in shared memory */
-    if (strstr(t->id, "matmul"))
+    if (strstr(t->id, "matmul") && !strcmp(what, "baseline"))
       check(nu == 1 && u[0].shared > 0, "matmul uses shared memory", "%u bytes",
             nu ? u[0].shared : 0);
     int nargs0 = p->launches[0].nargs, warps0 = p->launches[0].num_warps;
@@ -284,7 +302,7 @@ static void tc_faults(const ka_task *gelu) {
   snprintf(cache, sizeof cache, "%s/cache", tc_tmp);
   setenv("KA_TRITON_CACHE", cache, 1);
   setenv("KA_TRITON_VERSION", "3.6.0", 1);
-  char *text = tc_read(gelu->dir, gelu->source);
+  char *text = tc_baseline_file(gelu, gelu->source);
   void *b1 = NULL, *b2 = NULL, *b3 = NULL;
   size_t n1 = 0, n2 = 0, n3 = 0;
   int c1 = -1, c2 = -1, c3 = -1;
@@ -327,7 +345,7 @@ static int tc_standin(const ka_task *gelu, const char *name, const char *text, c
   void *b = NULL;
   size_t n = 0;
   int cached = 0;
-  char *src = tc_read(gelu->dir, gelu->source);
+  char *src = tc_baseline_file(gelu, gelu->source);
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
   ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
   int rc = p ? ka_triton_build(gelu, p, &s0, "sm_90", wd, 60, &b, &n, &cached, log, err, sizeof err)
@@ -418,7 +436,7 @@ static void tc_sandbox(const ka_task *gelu) {
   size_t n = 0;
   int cached = 0;
   char *log = NULL;
-  char *src = tc_read(gelu->dir, gelu->source);
+  char *src = tc_baseline_file(gelu, gelu->source);
   ka_plan *p = tc_plan(gelu, tc_gelu_plan);
   ka_source s0 = {.name = gelu->source, .text = src ? src : "", .len = src ? strlen(src) : 0};
   int rc =
@@ -519,9 +537,99 @@ static void tc_plan_fields(const ka_task *gelu) {
   }
 }
 
+/* Every candidate folder CANDIDATES/FAMILY/NAME/ (tests/candidates/triton/) builds for
+ * task FAMILY/NAME as its baseline does; at least 4 of them. */
+static void tc_candidates(const ka_registry *reg, const char *root) {
+  const ka_backend_ops *cuda = NULL;
+  char err[512];
+  cuda = ka_backend_load("cuda", err, sizeof err);
+  check(cuda != NULL, "cuda backend module loads", "%s", cuda ? "ok" : err);
+  int seen = 0;
+  for (int i = 0; i < reg->ntasks; i++) {
+    const ka_task *t = reg->tasks[i];
+    char dir[PATH_MAX + 300];
+    snprintf(dir, sizeof dir, "%s/%s", root, t->id);
+    struct stat st;
+    if (strcmp(t->language, "triton") || stat(dir, &st) || !S_ISDIR(st.st_mode)) continue;
+    tc_build_files(t, cuda, dir, "candidate");
+    seen++;
+  }
+  check(seen >= 4, "triton candidates", "%d in %s", seen, root);
+}
+
+/* The manifest's runs with harness triton_compile (tests/adversarial/manifest.yaml):
+ * each file (with its plan, else the task's baseline plan) is refused before it runs, as
+ * the expected COMPILE_ERROR, the run's text in the refusal (the plan parser's reason or
+ * the compile log), and nothing it tried happened (/tmp/ka_triton_adv_system absent). */
+static void tc_adversarial(const ka_registry *reg, const char *src_root) {
+  char path[PATH_MAX], err[1024];
+  snprintf(path, sizeof path, "%s/tests/adversarial/manifest.yaml", src_root);
+  adv_manifest man;
+  int rc = adv_manifest_load(path, &man, err, sizeof err);
+  check(rc == 0, "manifest loads", "%s", rc ? err : path);
+  if (rc) return;
+  int seen = 0;
+  for (int i = 0; i < man.n; i++) {
+    const adv_run *r = &man.runs[i];
+    if (strcmp(r->harness, "triton_compile")) continue;
+    seen++;
+    const ka_task *t = ka_registry_find(reg, r->task);
+    char *text = tc_read(src_root, r->file), *yaml = NULL;
+    if (t && r->plan) yaml = tc_read(src_root, r->plan);
+    if (t && !r->plan) {
+      yaml = tc_baseline_file(t, t->launch_plan);
+    }
+    if (!t || !text || !yaml) {
+      check(0, r->name, "task %s, file %s or plan missing", r->task, r->file);
+      free(text), free(yaml);
+      continue;
+    }
+    ka_plan *p = NULL;
+    char perr[512] = "";
+    const char *status = "OK", *said = "";
+    char *log = NULL;
+    void *b = NULL;
+    size_t n = 0;
+    int cached = 0;
+    if (ka_plan_parse(t, yaml, strlen(yaml), &p, perr, sizeof perr) != KA_OK) {
+      status = "COMPILE_ERROR"; /* a plan that does not parse (docs/tasks.md) */
+      said = perr;
+    } else {
+      char wd[PATH_MAX];
+      snprintf(wd, sizeof wd, "adv_%s", r->name);
+      char dir[PATH_MAX];
+      tc_workdir(wd, dir, sizeof dir);
+      ka_source s0 = {.name = t->source, .text = text, .len = strlen(text)};
+      unlink("/tmp/ka_triton_adv_system");
+      rc = ka_triton_build(t, p, &s0, "sm_90", dir, 120, &b, &n, &cached, &log, err, sizeof err);
+      if (rc == KA_ECOMPILE)
+        status = "COMPILE_ERROR";
+      else if (rc != KA_OK)
+        status = "INFRA_ERROR";
+      said = log ? log : err;
+    }
+    int want = 0;
+    char ex[64];
+    snprintf(ex, sizeof ex, "%s", r->expect);
+    for (char *w = strtok(ex, "|"); w; w = strtok(NULL, "|")) want |= !strcmp(w, status);
+    check(want && (!r->text || strstr(said, r->text)) &&
+              access("/tmp/ka_triton_adv_system", F_OK) != 0,
+          r->name, "expected %s%s%s, got %s: %.300s", r->expect, r->text ? " with " : "",
+          r->text ? r->text : "", status, said);
+    free(b), free(log), free(text), free(yaml);
+    ka_plan_free(p);
+  }
+  check(seen >= 4, "triton_compile runs", "%d in the manifest", seen);
+  adv_manifest_free(&man);
+}
+
 int main(int argc, char **argv) {
-  if (argc != 3 || (strcmp(argv[1], "baselines") && strcmp(argv[1], "faults"))) {
-    fprintf(stderr, "usage: triton_compile_test baselines|faults TASKS\n");
+  if (!(argc == 3 && (!strcmp(argv[1], "baselines") || !strcmp(argv[1], "faults"))) &&
+      !(argc == 4 && (!strcmp(argv[1], "candidates") || !strcmp(argv[1], "adversarial")))) {
+    fprintf(stderr,
+            "usage: triton_compile_test baselines|faults TASKS\n"
+            "       triton_compile_test candidates TASKS CANDIDATES\n"
+            "       triton_compile_test adversarial TASKS SOURCE_DIR\n");
     return 2;
   }
   const char *py = getenv("KA_TRITON_PYTHON");
@@ -545,13 +653,26 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "baselines")) {
     const ka_backend_ops *cuda = ka_backend_load("cuda", err, sizeof err);
     check(cuda != NULL, "cuda backend module loads", "%s", cuda ? "ok" : err);
-    int seen = 0;
+    int seen = 0, starters = 0;
     for (int i = 0; i < reg->ntasks; i++)
       if (!strcmp(reg->tasks[i]->language, "triton")) {
-        tc_baseline(reg->tasks[i], cuda);
+        const ka_task *t = reg->tasks[i];
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s/baseline", t->dir);
+        tc_build_files(t, cuda, dir, "baseline");
         seen++;
+        if (t->has_starter) {
+          snprintf(dir, sizeof dir, "%s/starter", t->dir);
+          tc_build_files(t, cuda, dir, "starter");
+          starters++;
+        }
       }
-    check(seen >= 4, "triton tasks", "%d", seen);
+    check(seen >= 24 && starters >= 8, "triton tasks", "%d, %d of them with a starter", seen,
+          starters);
+  } else if (!strcmp(argv[1], "candidates")) {
+    tc_candidates(reg, argv[3]);
+  } else if (!strcmp(argv[1], "adversarial")) {
+    tc_adversarial(reg, argv[3]);
   } else {
     const ka_task *gelu = ka_registry_find(reg, "triton2triton/gelu");
     check(gelu != NULL, "triton2triton/gelu", "%s", gelu ? "found" : "missing");

@@ -10,15 +10,18 @@
 # and the fast candidate's speedup before and after the adversarial runs.
 # Run on the H200 machine from the repository root:
 #   device run: OUT=$OUT sh tests/device/integrity_h200.sh   (carry: build)
+# HARNESS=triton_h200 runs that harness's runs instead (an episode of their first run's
+# task, triton2triton/gelu; tests/device/triton_h200.sh does).
 set -u
 OUT=${OUT:-/tmp/ka-out}
+HARNESS=${HARNESS:-integrity_h200}
 mkdir -p "$OUT"
 R=$(pwd)
 W=$(mktemp -d)
 TAB=$(printf '\t')
-if ! build/bin/adversarial_list tests/adversarial/manifest.yaml integrity_h200 >"$W/runs.tsv" ||
+if ! build/bin/adversarial_list tests/adversarial/manifest.yaml "$HARNESS" >"$W/runs.tsv" ||
   [ ! -s "$W/runs.tsv" ]; then
-  echo "cannot read the integrity_h200 runs of tests/adversarial/manifest.yaml"
+  echo "cannot read the $HARNESS runs of tests/adversarial/manifest.yaml"
   exit 1
 fi
 TASK=$(head -1 "$W/runs.tsv" | cut -f4)

@@ -1,0 +1,33 @@
+"""LayerNorm in Triton: one program per row; the mean, then the variance around it
+(two passes, float32), then a third pass that normalizes, scales and shifts. Only
+@triton.jit kernels, imports of triton and constants may appear at the top level
+(prompt.md)."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def layernorm_rows(x_ptr, w_ptr, b_ptr, y_ptr, rows, hidden, BLOCK: tl.constexpr,
+                   EPS: tl.constexpr = 1e-5):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * hidden
+    y_row = y_ptr + row * hidden
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, hidden, BLOCK):
+        mask = start + offs < hidden
+        acc += tl.load(x_row + start + offs, mask=mask, other=0.0)
+    mean = tl.sum(acc, 0) / hidden
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, hidden, BLOCK):
+        mask = start + offs < hidden
+        x = tl.load(x_row + start + offs, mask=mask, other=0.0)
+        d = tl.where(mask, x - mean, 0.0)
+        acc += d * d
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / hidden + EPS)
+    for start in range(0, hidden, BLOCK):
+        mask = start + offs < hidden
+        x = tl.load(x_row + start + offs, mask=mask, other=0.0)
+        w = tl.load(w_ptr + start + offs, mask=mask, other=0.0)
+        b = tl.load(b_ptr + start + offs, mask=mask, other=0.0)
+        tl.store(y_row + start + offs, (x - mean) * rstd * w + b, mask=mask)

@@ -1,0 +1,14 @@
+"""Adversarial (input_write_tt): computes y, then overwrites its input x with zeros
+(a later call would see zeros)."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, 0.5 * x * (1.0 + tl.math.erf(x * 0.7071067811865476)), mask=mask)
+    tl.store(x_ptr + offs, tl.zeros([BLOCK], tl.float32), mask=mask)
