@@ -51,7 +51,7 @@ BIN = SRC = CASE = WORK = TASKS = STATE = URL = GELU = WRONG = ""
 
 
 def logs():
-    for name in ("server.log", "gpuexec.log"):
+    for name in ("server.log", "gpuexec.log", "openenv.log"):
         try:
             sys.stdout.write(f"---- {name}\n" + open(os.path.join(WORK, name)).read()[-5000:])
         except OSError:
@@ -419,6 +419,104 @@ def case_skyrl():
     check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
           "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
     check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
+
+
+def prompts_row(seed):
+    """The first row of `envctl tasks --prompts --seed SEED` (what a trainer's dataset has)."""
+    out = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--server", URL,
+                          "--seed", str(seed)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def need(module, extra):
+    """Imports a trainer ecosystem's package; its absence fails loudly (never a skip)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        check(False, f"{module} is not installed ({e}): `scripts/install-python-deps.sh"
+                     f"{(' ' + extra) if extra else ''}` installs it")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None):
+    import urllib.request
+    req = urllib.request.Request(url, method=method, data=None if body is None else
+                                 json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def case_openenv():
+    """OpenEnv: `python -m kernelarena.integrations.openenv` (openenv-core's create_app)
+    in front of the envserver; its HTTP endpoints; then a GRPO-shaped group of 8
+    WebSocket sessions (OpenEnv's EnvClient) of one dataset row at once, 0 errors; every
+    session's episode is closed once its client leaves."""
+    need("openenv.core", "")
+    from kernelarena.integrations.openenv import KernelArenaAction, KernelArenaEnvClient
+    start_stack()
+    wait_ready_elsewhere()
+    row = prompts_row(23)
+    port = free_port()
+    log = open(os.path.join(WORK, "openenv.log"), "a")
+    PROCS["openenv"] = subprocess.Popen(
+        [sys.executable, "-m", "kernelarena.integrations.openenv", "--url", URL, "--port",
+         str(port), "--task", "host/gelu", "--timeout-s", "120"], stdout=log, stderr=log,
+        env=dict(os.environ, PYTHONPATH=os.path.join(SRC, "clients", "python")))
+    base = f"http://127.0.0.1:{port}"
+    end = time.time() + 60
+    while True:
+        try:
+            health = http("GET", base + "/health")
+            break
+        except OSError:
+            if time.time() > end or PROCS["openenv"].poll() is not None:
+                check(False, "the OpenEnv server starts (openenv.log)")
+            time.sleep(0.3)
+    check(health.get("status") == "healthy", f"GET /health: {health}")
+    schema = http("GET", base + "/schema")
+    check("reply" in schema["action"]["properties"] and "text" in schema["observation"]["properties"]
+          and "episode_id" in schema["state"]["properties"], "GET /schema: action reply, observation text")
+    meta = http("GET", base + "/metadata")
+    check(meta["name"] == "kernelarena" and meta["version"] == kernelarena.__version__,
+          f"GET /metadata: {meta['name']} {meta['version']}")
+    r = http("POST", base + "/reset", {"seed": row["seed"]})
+    check("## How to reply" in r["observation"]["text"] and r["done"] is False and
+          r["observation"]["task_id"] == "host/gelu", "POST /reset (the default task): the prompt")
+    check(http("GET", base + "/state")["episode_id"] is None, "GET /state: a fresh instance")
+
+    async def session(i):
+        async with KernelArenaEnvClient(base_url=base, message_timeout_s=120) as env:
+            first = await env.reset(task_id=row["task_id"], seed=row["seed"])
+            out = await env.step(KernelArenaAction(reply=reply(WRONG if i == 7 else GELU)))
+            st = await env.state()
+            return first.observation.text, out, st
+
+    async def group():
+        return await asyncio.gather(*(session(i) for i in range(8)))
+    res = asyncio.run(group())
+    sts = [o.observation.status for _, o, _ in res]
+    print("     statuses", sts, "rewards", [round(o.reward, 3) for _, o, _ in res])
+    check(sts == ["OK"] * 7 + ["INCORRECT"], "8 sessions: 0 errors (7 OK, 1 INCORRECT)")
+    check(all(o.done for _, o, _ in res) and min(o.reward for _, o, _ in res[:7]) > 1.2 and
+          res[7][1].reward == 0.2, "done after one step; scaled rewards 1.2 + speedup and 0.2")
+    check(len({p for p, _, _ in res}) == 1 and row["prompt"].strip()[:200] in res[0][0],
+          "the group shares its prompt (the dataset row's, with the files and the reply format)")
+    check(res[0][2].step_count == 1 and res[0][2].task_id == "host/gelu" and
+          res[0][1].observation.components["correct"] == 1.0, "state and components")
+    c = kernelarena.Client(URL, timeout_s=30)
+    ids = {o.observation.episode_id for _, o, _ in res}
+    end = time.time() + 30
+    while not all(c.state(e).closed for e in ids) and time.time() < end:
+        time.sleep(0.2)
+    check(len(ids) == 8 and all(c.state(e).closed for e in ids),
+          "every session's episode is closed once its client left")
 
 
 def case_reproducible():
