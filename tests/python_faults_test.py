@@ -519,6 +519,98 @@ def case_openenv():
           "every session's episode is closed once its client left")
 
 
+def case_trl():
+    """TRL: KernelArenaTRLEnv through the calls GRPOTrainer(environment_factory=...) makes
+    in trl 1.16.0 (trl/trainer/grpo_trainer.py; trl itself needs torch, too heavy to
+    install here): the probe (factory(), reset/get_reward/tools found on the class), the
+    tool schema (transformers' get_json_schema, what apply_chat_template(tools=...)
+    renders), a GRPO-shaped group of 8 pooled instances (reset(**row), the observation
+    appended to the last user message, tool calls dispatched as method(**arguments) with
+    exceptions turned into {"error": ...}), get_reward per rollout; then the pool reused
+    for a second batch, as TRL reuses it. 0 errors."""
+    import inspect
+    from transformers.utils import get_json_schema
+    from kernelarena.integrations.trl import environment_factory, trl_rows
+    start_stack()
+    wait_ready_elsewhere()
+    factory = environment_factory(url=URL, max_steps=2, timeout_s=120)
+    # the probe (grpo_trainer.py, __init__: "for name, factory in ...")
+    probe = factory()
+    names = [n for n, _ in inspect.getmembers(type(probe), predicate=inspect.isfunction)]
+    tools = [getattr(probe, n) for n in names if n not in ("reset", "get_reward")
+             and not n.startswith("_")]
+    check("reset" in names and "get_reward" in names and [t.__name__ for t in tools] == ["submit"],
+          f"the probe: reset, get_reward and one tool, submit (members {names})")
+    schema = get_json_schema(tools[0])
+    props = schema["function"]["parameters"]["properties"]
+    check(schema["function"]["name"] == "submit" and set(props) == {"path", "content"} and
+          all(props[k]["type"] == "string" and props[k]["description"] for k in props) and
+          schema["function"]["parameters"]["required"] == ["path", "content"],
+          "the tool schema (transformers get_json_schema): submit(path, content), both described")
+    rows = trl_rows([prompts_row(31)] * 8, system_prompt="You write fast C.")
+    pool = [probe]
+
+    def batch(policy):
+        # _generate_and_score_completions: one pooled instance per rollout
+        envs = []
+        for i in range(len(rows)):
+            if i == len(pool):
+                pool.append(factory())
+            envs.append(pool[i])
+        prompts = [x.get("prompt", [{"role": "user", "content": ""}]) for x in rows]
+        for i, (prompt, env, x) in enumerate(zip(prompts, envs, rows)):
+            obs = env.reset(**x)
+            if obs is not None:
+                prompts[i] = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + obs}]
+        results = []
+        for i, env in enumerate(envs):  # _tool_call_loop: sync tools, method(**arguments)
+            tool = {n: getattr(env, n) for n in names if n not in ("reset", "get_reward")
+                    and not n.startswith("_")}
+            out = []
+            for call in policy(i):
+                try:
+                    out.append(tool[call["function"]["name"]](**call["function"]["arguments"]))
+                except Exception as e:  # noqa: BLE001 - what TRL does
+                    out.append({"error": str(e)})
+            results.append(out)
+        eids = [e._ep.episode_id for e in envs]
+        return prompts, results, [e.get_reward() for e in envs], eids
+
+    def submit(src):
+        return {"type": "function", "function": {"name": "submit",
+                                                 "arguments": {"path": "gelu.c", "content": src}}}
+
+    def policy(i):
+        if i == 6:  # a file that may not change, then the kernel
+            return [{"type": "function", "function": {"name": "submit", "arguments": {
+                "path": "task.yaml", "content": "x"}}}, submit(GELU)]
+        if i == 5:  # two steps, then a third call past max_steps
+            return [submit(WRONG), submit(GELU), submit(GELU)]
+        return [submit(WRONG if i == 7 else GELU)]
+    prompts, results, rewards, eids = batch(policy)
+    print("     rewards", [round(r, 3) for r in rewards])
+    check(len({p[-1]["content"] for p in prompts}) == 1 and prompts[0][0]["role"] == "system" and
+          "call the tool `submit`" in prompts[0][-1]["content"].lower() and
+          "```c gelu.c" in prompts[0][-1]["content"],
+          "reset's text is appended to the last user message: the task, the file, the tool")
+    check(all(r > 1.2 for r in rewards[:7]) and rewards[7] == 0.2,
+          "8 rollouts: 0 errors; get_reward 1.2 + speedup, 0.2 for the wrong kernel")
+    check("Nothing was evaluated" in results[6][0] and "`task.yaml` may not change" in results[6][0]
+          and "Evaluation: OK" in results[6][1], "a file that may not change is not evaluated, told why")
+    check("Evaluation: INCORRECT" in results[5][0] and "1 step(s) left" in results[5][0] and
+          "Evaluation: OK" in results[5][1] and isinstance(results[5][2], dict) and
+          "no steps left" in results[5][2]["error"], "max_steps: a third call is a tool error")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(len(set(eids)) == 8 and all(c.state(e).closed for e in eids),
+          "get_reward closed every rollout's episode")
+    prompts2, results2, rewards2, _ = batch(lambda i: [submit(GELU)])
+    check(len(pool) == 8 and all(r > 1.2 for r in rewards2) and
+          all(len(x) == 1 and "Evaluation: OK" in x[0] for x in results2),
+          "the pool reused for a second batch: 8 instances, 0 errors")
+    for e in pool:
+        e._close()
+
+
 def case_reproducible():
     os.makedirs(STATE, exist_ok=True)
     token = "t0k3n-for-the-test"

@@ -4,6 +4,7 @@ text back (docs/trainers.md, "The text layer").
 - parse_reply(reply, editable): a model reply as files, from fenced code blocks that
   name their file (the reply format below); ParsedReply.feedback says what was wrong
   when the reply has no usable block.
+- parse_files(files, editable): the same for files given directly (a tool call).
 - render_prompt(prompt, files, editable): the first user message: the task's prompt,
   the editable files now and the reply format.
 - render_feedback(step_response): an evaluation as text for the next turn.
@@ -34,7 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..client import AsyncClient, Client, KernelArenaError, components, status_name
 
-__all__ = ["ParsedReply", "parse_reply", "render_prompt", "render_feedback", "scale_reward",
+__all__ = ["ParsedReply", "parse_reply", "parse_files", "render_prompt", "render_feedback", "scale_reward",
            "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD"]
 
 # Characters of a log kept in the feedback (the end of the log: compilers put the first
@@ -159,6 +160,24 @@ def parse_reply(reply: str, editable: Sequence[str]) -> ParsedReply:
                "no code block of your reply names a file you may change")
         extra = "".join(f"\n- {p}" for p in pr.problems)
         pr.feedback = (f"Nothing was evaluated: {why}.{extra}\n\n{reply_format(editable)}")
+    return pr
+
+
+def parse_files(files: Mapping[str, str], editable: Sequence[str]) -> ParsedReply:
+    """Files given directly (a tool call's arguments, not a reply): the editable ones are
+    kept; a file that may not change is a problem; none left gets a feedback that says
+    so and names the files that may change. Never raises."""
+    pr = ParsedReply()
+    for path, body in dict(files or {}).items():
+        if path in editable:
+            pr.files[path] = body if isinstance(body, str) else str(body)
+        else:
+            pr.problems.append(f"`{path}` may not change (not sent); files you may change: "
+                               f"{_fmt_files(editable)}")
+    if not pr.files:
+        extra = "".join(f"\n- {p}" for p in pr.problems)
+        pr.feedback = (f"Nothing was evaluated: no file you may change was given.{extra}\n"
+                       f"Files you may change: {_fmt_files(editable)}.")
     return pr
 
 
@@ -316,6 +335,16 @@ class TextEpisode(_EpisodeBase):
         if self.episode_id is None or self.done:
             raise KernelArenaError("FAILED_PRECONDITION", "reset() first: no open episode", False)
         pr = parse_reply(reply, self.editable)
+        if not pr.ok:
+            return self._no_files(pr)
+        return self._on_step(self.client.step(self.episode_id, self.steps, pr.files), pr)
+
+    def step_files(self, files: Mapping[str, str]) -> TextStep:
+        """step() for files given directly ({path: contents}, e.g. a tool call's
+        arguments): the same checks (parse_files), evaluation and TextStep."""
+        if self.episode_id is None or self.done:
+            raise KernelArenaError("FAILED_PRECONDITION", "reset() first: no open episode", False)
+        pr = parse_files(files, self.editable)
         if not pr.ok:
             return self._no_files(pr)
         return self._on_step(self.client.step(self.episode_id, self.steps, pr.files), pr)
