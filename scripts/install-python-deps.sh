@@ -4,7 +4,12 @@
 # the official MCP Python SDK (mcp), the client of tests/agents_mcp.sh (installed here,
 # not at test time: tests download nothing); and skyrl-gym 0.4.0, the SkyRL-gym package
 # that tests/python_faults_test.py (case skyrl) runs kernelarena.integrations.skyrl under
-# (about 10 s and 100 MiB here: pandas, omegaconf; docs/trainers.md); and triton 3.6.0, the
+# (about 10 s and 100 MiB here: pandas, omegaconf; docs/trainers.md); openenv-core 0.3.0,
+# whose server classes and client tests/python_faults_test.py (case openenv) runs
+# kernelarena.integrations.openenv under (22 s on a quiet machine, 49 s beside a build
+# here, 237 MiB: fastapi, gradio, fastmcp); transformers 5.24.0 without torch, whose
+# get_json_schema renders the TRL tool schema in case trl (21 s beside a build; trl itself
+# needs torch and is not installed: docs/trainers.md, "TRL"); and triton 3.6.0, the
 # compiler of language triton (gpuexec/backends/triton.h: gpuexec finds .venv/bin/python3
 # beside its build; no torch): 5 s here from a warm pip cache (about a minute cold), and
 # 641 MiB in .venv (its wheel bundles ptxas and LLVM).
@@ -18,5 +23,6 @@ FIND=""
 [ -d .whl ] && FIND="--find-links .whl"
 # shellcheck disable=SC2086
 .venv/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' 'gymnasium>=1.0' \
-  'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'triton==3.6.0'
-.venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"
+  'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'openenv-core==0.3.0' 'transformers==5.24.0' \
+  'triton==3.6.0'
+.venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, openenv.core, transformers.utils, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"

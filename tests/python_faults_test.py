@@ -18,6 +18,10 @@ CASE:
               seed whose prompt and files are those a Reset shows
   text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
   skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
+  openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
+              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
+  trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
+              its tool schema by transformers, 8 pooled rollouts, then the pool reused
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
               an executor restart (same per-case errors); a plain Evaluate does not; without
               the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
@@ -529,7 +533,7 @@ def case_trl():
     exceptions turned into {"error": ...}), get_reward per rollout; then the pool reused
     for a second batch, as TRL reuses it. 0 errors."""
     import inspect
-    from transformers.utils import get_json_schema
+    get_json_schema = need("transformers.utils", "").get_json_schema
     from kernelarena.integrations.trl import environment_factory, trl_rows
     start_stack()
     wait_ready_elsewhere()
