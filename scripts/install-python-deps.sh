@@ -12,7 +12,8 @@
 # needs torch and is not installed: docs/trainers.md, "TRL"); and triton 3.6.0, the
 # compiler of language triton (gpuexec/backends/triton.h: gpuexec finds .venv/bin/python3
 # beside its build; no torch): 5 s here from a warm pip cache (about a minute cold), and
-# 641 MiB in .venv (its wheel bundles ptxas and LLVM).
+# 641 MiB in .venv (its wheel bundles ptxas and LLVM); and wheel, which scripts/build-wheel.sh
+# (the wheel with the server programs, tests/python_wheel_test.sh) builds with.
 # Wheels in .whl/ (scripts/fetch-wheels.sh) are used first; PyPI otherwise.
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,5 +25,5 @@ FIND=""
 # shellcheck disable=SC2086
 .venv/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' 'gymnasium>=1.0' \
   'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'openenv-core==0.3.0' 'transformers==5.24.0' \
-  'triton==3.6.0'
+  'triton==3.6.0' 'wheel>=0.42'
 .venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, openenv.core, transformers.utils, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"

@@ -12,3 +12,8 @@ endforeach()
 add_test(NAME python_text COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_text_test.py
                                   ${CMAKE_SOURCE_DIR})
 set_tests_properties(python_text PROPERTIES TIMEOUT 30 LABELS python)
+# The wheel with the server programs inside it (scripts/build-wheel.sh), installed into
+# a fresh venv: its envctl runs an episode (tests/python_wheel_test.sh).
+add_test(NAME python_wheel COMMAND ${CMAKE_CURRENT_LIST_DIR}/python_wheel_test.sh ${CMAKE_BINARY_DIR}
+                                   ${CMAKE_SOURCE_DIR} ${KA_PYTHON_TEST})
+set_tests_properties(python_wheel PROPERTIES TIMEOUT 240 LABELS python)
