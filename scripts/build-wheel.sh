@@ -19,7 +19,7 @@ STAGE=$(mktemp -d "${TMPDIR:-/tmp}/ka-wheel.XXXXXX")
 trap 'rm -rf "$STAGE"' EXIT INT TERM
 mkdir -p "$STAGE/pkg"
 (cd clients/python && tar cf - --exclude=__pycache__ --exclude='*.egg-info' --exclude=build \
-  pyproject.toml README.md kernelarena kernelarena_server) | (cd "$STAGE/pkg" && tar xf -)
+  pyproject.toml README.md kernelarena kernelarena_server kernelarena_verifiers.py) | (cd "$STAGE/pkg" && tar xf -)
 cmake --install "$BUILD" --prefix "$STAGE/prefix" >"$STAGE/install.log" 2>&1 ||
   { cat "$STAGE/install.log" >&2; exit 1; }
 S=$STAGE/pkg/kernelarena_server

@@ -15,8 +15,24 @@
 # 641 MiB in .venv (its wheel bundles ptxas and LLVM); and wheel, which scripts/build-wheel.sh
 # (the wheel with the server programs, tests/python_wheel_test.sh) builds with.
 # Wheels in .whl/ (scripts/fetch-wheels.sh) are used first; PyPI otherwise.
+#   scripts/install-python-deps.sh [--trainers]
+# --trainers also makes .venv-verifiers (git-ignored) with verifiers 0.4.0 and the
+# client's dependencies: verifiers pins mcp==2.0.0, which .venv's mcp 2.3.0 excludes, so
+# it gets its own venv; 35 to 90 s and about 570 MiB here. Its test, ctest
+# python_faults_verifiers, is in lane trainers (scripts/test.sh trainers), not in CI's
+# lanes, and fails loudly without it.
 set -eu
 cd "$(dirname "$0")/.."
+TRAINERS=""
+for a in "$@"; do
+  case $a in
+    --trainers) TRAINERS=1 ;;
+    *)
+      echo "install-python-deps: unknown argument '$a' (--trainers)" >&2
+      exit 2
+      ;;
+  esac
+done
 if [ ! -x .venv/bin/python3 ]; then
   python3 -m venv .venv
 fi
@@ -27,3 +43,10 @@ FIND=""
   'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'openenv-core==0.3.0' 'transformers==5.24.0' \
   'triton==3.6.0' 'wheel>=0.42'
 .venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, openenv.core, transformers.utils, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"
+if [ -n "$TRAINERS" ]; then
+  [ -x .venv-verifiers/bin/python3 ] || python3 -m venv .venv-verifiers
+  # shellcheck disable=SC2086
+  .venv-verifiers/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \
+    'gymnasium>=1.0' 'numpy>=1.21' 'verifiers==0.4.0'
+  .venv-verifiers/bin/python3 -c "import verifiers, pynng, gymnasium; print('install-python-deps: verifiers', verifiers.__version__, 'in .venv-verifiers')"
+fi

@@ -20,6 +20,8 @@ CASE:
   skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
   openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
               and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
+  verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
+              OpenAI-compatible model, -r 8, 0 errors; then 2 turns (.venv-verifiers)
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
@@ -613,6 +615,99 @@ def case_trl():
           "the pool reused for a second batch: 8 instances, 0 errors")
     for e in pool:
         e._close()
+
+
+def stub_model(replies):
+    """An OpenAI-compatible chat-completions server on a free port, in a thread: the k-th
+    request (from 0), with messages m, gets replies(k, m). Returns (base_url, the
+    requests' message lists)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    seen, lock = [], threading.Lock()
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            with lock:
+                k = len(seen)
+                seen.append(req.get("messages", []))
+            body = json.dumps({"id": f"stub-{k}", "object": "chat.completion", "created": 0,
+                               "model": req.get("model", "stub"), "choices": [{
+                                   "index": 0, "finish_reason": "stop", "message": {
+                                       "role": "assistant", "content": replies(
+                                           k, seen[k])}}],
+                               "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                         "total_tokens": 2}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/v1", seen
+
+
+def case_verifiers():
+    """verifiers: `vf-eval kernelarena-verifiers` (the v1 plugin: Taskset, Env and the
+    in-process Harness of kernelarena.integrations.verifiers) on a one-row dataset of
+    `envctl tasks --prompts`, a GRPO-shaped group (-r 8) against a stub OpenAI-compatible
+    model: 0 errors, 7 OK and 1 INCORRECT, rewards in the traces, episodes closed; then
+    a 2-turn group (a reply with no code block, then the kernel)."""
+    need("verifiers.v1", "--trainers")
+    vf_eval = os.path.join(os.path.dirname(sys.executable), "vf-eval")
+    check(os.access(vf_eval, os.X_OK), f"vf-eval is installed beside {sys.executable}")
+    start_stack()
+    wait_ready_elsewhere()
+    prompts = os.path.join(WORK, "prompts.jsonl")
+    with open(prompts, "w") as f:
+        f.write(json.dumps(prompts_row(41)) + "\n")
+    url, seen = stub_model(lambda k, m: reply(WRONG if k == 7 else GELU))
+
+    def run(out, url, *extra):
+        env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "clients", "python"),
+                   KA_STUB_KEY="none", HOME=WORK)
+        r = subprocess.run([vf_eval, "kernelarena-verifiers", "--env.taskset.url", URL,
+                            "-m", "stub", "--client.base-url", url, "--client.api-key-var",
+                            "KA_STUB_KEY", "--no-rich", "--no-push", "-o",
+                            os.path.join(WORK, out), *extra], capture_output=True, text=True,
+                           env=env, timeout=200)
+        if r.returncode != 0:
+            print(r.stdout[-3000:], r.stderr[-3000:])
+        check(r.returncode == 0, f"vf-eval {' '.join(extra)} exits 0")
+        import glob
+        files = glob.glob(os.path.join(WORK, out, "*", "traces.jsonl"))
+        eps = [json.loads(ln) for ln in open(files[0])] if files else []
+        return eps
+    eps = run("out1", url, "--env.taskset.prompts", prompts, "--env.taskset.timeout-s", "120", "-r", "8")
+    traces = [e["traces"][0] for e in eps]
+    rewards = [t["rewards"]["kernelarena"]["score"] for t in traces]
+    sts = sorted(t["info"]["status"] for t in traces)
+    print("     statuses", sts, "rewards", [round(r, 3) for r in rewards])
+    check(len(eps) == 8 and all(e["ok"] and not e["errors"] for e in eps),
+          "8 rollouts of one row: 0 errors")
+    check(sts == ["INCORRECT"] + ["OK"] * 7 and sorted(rewards)[0] == 0.2 and
+          min(sorted(rewards)[1:]) > 1.2, "7 OK (1.2 + speedup) and 1 INCORRECT (0.2)")
+    check(len(seen) == 8 and len({json.dumps(m) for m in seen}) == 1 and
+          seen[0][0]["role"] == "system" and "## How to reply" in seen[0][-1]["content"],
+          "the model saw one prompt: the system prompt, then the task with its files and format")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(all(c.state(t["info"]["episode_id"]).closed for t in traces), "every episode is closed")
+    # the second turn: the kernel once the feedback says nothing was evaluated
+    url2, seen2 = stub_model(lambda k, m: reply(GELU) if "Nothing was evaluated" in
+                             m[-1]["content"] else "No code, sorry.")
+    eps = run("out2", url2, "--env.taskset.task-id", "host/gelu", "--env.taskset.seed", "5",
+              "--env.taskset.max-steps", "2", "--env.taskset.timeout-s", "120", "-r", "2")
+    traces = [e["traces"][0] for e in eps]
+    check(len(eps) == 2 and all(e["ok"] for e in eps) and
+          [t["info"]["turns"] for t in traces] == [2, 2] and
+          all(t["info"]["status"] == "OK" and t["rewards"]["kernelarena"]["score"] > 1.2
+              for t in traces), "2 turns: a reply with no code block, then the kernel: OK")
+    check(len(seen2) == 4 and sum("Nothing was evaluated" in m[-1]["content"] for m in seen2) == 2
+          and all(len(m) == 4 for m in seen2 if "Nothing was evaluated" in m[-1]["content"]),
+          "the second turn: the conversation so far, the feedback last")
 
 
 def case_reproducible():
