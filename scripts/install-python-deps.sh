@@ -20,7 +20,10 @@
 # client's dependencies: verifiers pins mcp==2.0.0, which .venv's mcp 2.3.0 excludes, so
 # it gets its own venv; 35 to 90 s and about 570 MiB here. Its test, ctest
 # python_faults_verifiers, is in lane trainers (scripts/test.sh trainers), not in CI's
-# lanes, and fails loudly without it.
+# lanes, and fails loudly without it. --trainers also makes .venv-nemo with nemo-gym
+# 0.4.0 (it needs Python 3.12 or later: KA_PYTHON312, else the first of python3.12,
+# python3.13 and pyenv's 3.12/3.13 that runs; about 110 s and 1.35 GiB here: ray), for
+# ctest python_faults_nemo_gym (lane trainers too).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINERS=""
@@ -49,4 +52,25 @@ if [ -n "$TRAINERS" ]; then
   .venv-verifiers/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \
     'gymnasium>=1.0' 'numpy>=1.21' 'verifiers==0.4.0'
   .venv-verifiers/bin/python3 -c "import verifiers, pynng, gymnasium; print('install-python-deps: verifiers', verifiers.__version__, 'in .venv-verifiers')"
+fi
+if [ -n "$TRAINERS" ]; then
+  PY312=${KA_PYTHON312:-}
+  if [ -z "$PY312" ]; then
+    for p in python3.12 python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3 \
+             "$HOME"/.pyenv/versions/3.13*/bin/python3; do
+      if "$p" -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null; then
+        PY312=$p
+        break
+      fi
+    done
+  fi
+  if [ -z "$PY312" ]; then
+    echo "install-python-deps: nemo-gym needs Python 3.12 or later; none found (set KA_PYTHON312)" >&2
+    exit 1
+  fi
+  [ -x .venv-nemo/bin/python3 ] || "$PY312" -m venv .venv-nemo
+  # shellcheck disable=SC2086
+  .venv-nemo/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \
+    'gymnasium>=1.0' 'numpy>=1.21' 'nemo-gym==0.4.0'
+  .venv-nemo/bin/python3 -c "import nemo_gym.base_resources_server, pynng, gymnasium, sys; print('install-python-deps: nemo-gym 0.4.0 in .venv-nemo, Python', sys.version.split()[0])"
 fi

@@ -13,9 +13,10 @@
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
 #             build, build-fuzz/
-#   trainers  ctest -L trainers in build/ (python_faults_verifiers: verifiers in its own
-#             venv, made first by scripts/install-python-deps.sh --trainers); not among
-#             the defaults (CI's), and full leaves its tests out (docs/trainers.md)
+#   trainers  ctest -L trainers in build/ (python_faults_verifiers, python_faults_nemo_gym:
+#             in their own venvs, made first by scripts/install-python-deps.sh
+#             --trainers); not among the defaults (CI's), and full leaves its tests out
+#             (docs/trainers.md)
 # Environment: KA_BUILD_DIR (default build), KA_ASAN_BUILD_DIR (build-asan),
 # KA_NO_INSTALL=1 skips the package installs (scripts/install-deps.sh,
 # scripts/install-python-deps.sh), KA_JOBS (default: the number of cores).

@@ -26,3 +26,10 @@ add_test(NAME python_faults_verifiers
                  ${KA_VERIFIERS_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
                  ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} verifiers)
 set_tests_properties(python_faults_verifiers PROPERTIES TIMEOUT 400 LABELS "python;trainers")
+# NeMo-Gym (lane trainers: .venv-nemo, Python 3.12, from install-python-deps.sh --trainers).
+set(KA_NEMO_PYTHON ${CMAKE_SOURCE_DIR}/.venv-nemo/bin/python3)
+add_test(NAME python_faults_nemo_gym
+         COMMAND sh -c "[ -x \"$0\" ] || { echo \"FAIL - no $0: scripts/install-python-deps.sh --trainers makes it\"; exit 1; }; exec \"$0\" \"$@\""
+                 ${KA_NEMO_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
+                 ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} nemo_gym)
+set_tests_properties(python_faults_nemo_gym PROPERTIES TIMEOUT 300 LABELS "python;trainers")

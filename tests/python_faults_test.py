@@ -22,6 +22,8 @@ CASE:
               and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
   verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
               OpenAI-compatible model, -r 8, 0 errors; then 2 turns (.venv-verifiers)
+  nemo_gym    NeMo-Gym: the resources server's app, 8 POST /verify at once, 0 errors
+              (.venv-nemo, Python 3.12)
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
@@ -708,6 +710,71 @@ def case_verifiers():
     check(len(seen2) == 4 and sum("Nothing was evaluated" in m[-1]["content"] for m in seen2) == 2
           and all(len(m) == 4 for m in seen2 if "Nothing was evaluated" in m[-1]["content"]),
           "the second turn: the conversation so far, the feedback last")
+
+
+def case_nemo_gym():
+    """NeMo-Gym: KernelArenaResourcesServer's app (SimpleResourcesServer.setup_webserver,
+    built as NeMo-Gym's resources-server test template builds it) served by uvicorn;
+    /seed_session, then a GRPO-shaped group of 8 POST /verify of one dataset row
+    (nemo_gym_rows of `envctl tasks --prompts`) at once, with NeMo-Gym's own response
+    model: 0 errors, 7 OK and 1 INCORRECT; a reply with no code block; /aggregate_metrics
+    over the group; every episode closed."""
+    need("nemo_gym.base_resources_server", "--trainers")
+    import concurrent.futures
+    from unittest.mock import MagicMock
+    import uvicorn
+    from nemo_gym.openai_utils import NeMoGymResponse
+    from nemo_gym.server_utils import ServerClient
+    from kernelarena.integrations.nemo_gym import (KernelArenaResourcesServer,
+                                                   KernelArenaResourcesServerConfig, nemo_gym_rows)
+    start_stack()
+    wait_ready_elsewhere()
+    row = nemo_gym_rows([prompts_row(51)], system_prompt="You write fast C.")[0]
+    check(row["responses_create_params"]["input"][-1]["content"].count("```c gelu.c") >= 1 and
+          row["task_id"] == "host/gelu" and row["seed"] == 51, "nemo_gym_rows: the prompt, task_id, seed")
+    port = free_port()
+    cfg = KernelArenaResourcesServerConfig(host="127.0.0.1", port=port, entrypoint="",
+                                           name="kernelarena", url=URL, timeout_s=120)
+    server = KernelArenaResourcesServer(config=cfg, server_client=MagicMock(spec=ServerClient))
+    app = server.setup_webserver()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=uv.run, daemon=True).start()
+    base = f"http://127.0.0.1:{port}"
+    end = time.time() + 30
+    while not uv.started:
+        if time.time() > end:
+            check(False, "the resources server starts")
+        time.sleep(0.1)
+    check(http("POST", base + "/seed_session", {}) == {}, "POST /seed_session")
+
+    def response(text):
+        return NeMoGymResponse(
+            id="resp_1", created_at=0, model="stub", object="response", parallel_tool_calls=False,
+            tool_choice="auto", tools=[], output=[{"id": "msg_1", "type": "message", "role":
+                                                   "assistant", "status": "completed",
+                                                   "content": [{"type": "output_text", "text": text,
+                                                                "annotations": []}]}]
+        ).model_dump(mode="json")
+
+    def verify(text):
+        return http("POST", base + "/verify", {**row, "response": response(text)})
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(verify, [reply(WRONG if i == 7 else GELU) for i in range(8)]))
+    sts = [o["status"] for o in outs]
+    print("     statuses", sts, "rewards", [round(o["reward"], 3) for o in outs])
+    check(sts == ["OK"] * 7 + ["INCORRECT"] and min(o["reward"] for o in outs[:7]) > 1.2 and
+          outs[7]["reward"] == 0.2, "8 verifies at once: 0 errors, 7 OK (1.2 + speedup), 1 INCORRECT (0.2)")
+    check(all(o["task_id"] == "host/gelu" and o["components"]["correct"] in (0.0, 1.0) and
+              "Evaluation:" in o["feedback"] for o in outs), "each response: its row, components, feedback")
+    none = verify("I would not change it.")
+    check(none["status"] == "NO_FILES" and none["reward"] == 0.0 and
+          "no fenced code block" in none["feedback"], "a reply with no code block: NO_FILES, 0")
+    agg = http("POST", base + "/aggregate_metrics", {"verify_responses": outs})
+    check(isinstance(agg, dict) and agg, f"POST /aggregate_metrics: {sorted(agg)[:6]}")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
+          len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")
+    uv.should_exit = True
 
 
 def case_reproducible():
