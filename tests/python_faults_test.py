@@ -769,8 +769,15 @@ def case_nemo_gym():
     none = verify("I would not change it.")
     check(none["status"] == "NO_FILES" and none["reward"] == 0.0 and
           "no fenced code block" in none["feedback"], "a reply with no code block: NO_FILES, 0")
-    agg = http("POST", base + "/aggregate_metrics", {"verify_responses": outs})
-    check(isinstance(agg, dict) and agg, f"POST /aggregate_metrics: {sorted(agg)[:6]}")
+    # each result stamped with its row's task and rollout index, as NeMo-Gym's rollout
+    # collection does (nemo_gym/rollout_collection.py) before /aggregate_metrics
+    agg = http("POST", base + "/aggregate_metrics", {"verify_responses": [
+        {**o, "_ng_task_index": 0, "_ng_rollout_index": i} for i, o in enumerate(outs)]})
+    print("     aggregate_metrics", json.dumps(agg)[:300])
+    g = agg["group_level_metrics"][0]
+    mean = sum(o["reward"] for o in outs) / 8
+    check(g["min/reward"] == 0.2 and abs(g["mean/reward"] - mean) < 1e-9,
+          f"POST /aggregate_metrics: the group's min 0.2 and mean {mean:.3f}")
     c = kernelarena.Client(URL, timeout_s=30)
     check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
           len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")

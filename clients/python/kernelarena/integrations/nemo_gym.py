@@ -51,9 +51,11 @@ class KernelArenaVerifyRequest(BaseVerifyRequest):
 
 
 class KernelArenaVerifyResponse(BaseVerifyResponse):
-    """reward (scaled), status (label; NO_FILES when the reply named no editable file),
-    raw_reward (the server's), components (the fixed key set), feedback (text),
-    episode_id."""
+    """The request's fields (task_id, seed included), reward (scaled), status (label;
+    NO_FILES when the reply named no editable file), raw_reward (the server's),
+    components (the fixed key set), feedback (text), episode_id."""
+    task_id: str
+    seed: Optional[int] = None
     status: str
     raw_reward: float
     components: Dict[str, float]
