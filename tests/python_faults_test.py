@@ -18,6 +18,8 @@ CASE:
               seed whose prompt and files are those a Reset shows
   text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
   skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
+  skyrl_restart  a server restart (kill -9) in the middle of a SkyRL group of 8: no
+              trajectory lost (the text layer replays lost episodes), 0 errors
   openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
               and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
   verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
@@ -782,6 +784,63 @@ def case_nemo_gym():
     check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
           len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")
     uv.should_exit = True
+
+
+def case_skyrl_restart():
+    """A server restart (kill -9, same state folder) in the middle of a SkyRL group of 8
+    (skyrl_gym.make("kernelarena"), on threads): no trajectory lost (the text layer
+    replays a lost episode in a new one of the same seed), 0 errors."""
+    import concurrent.futures
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    start_stack()
+    wait_ready_elsewhere()
+    c = kernelarena.Client(URL, timeout_s=120)
+    killed = threading.Event()
+
+    def killer():
+        end, seen = time.time() + 60, False
+        while time.time() < end:
+            try:
+                h = c.health(timeout_s=2)
+                seen = seen or h.open_episodes >= 8
+                if seen and h.queued_jobs + h.running_jobs >= 1 and h.open_episodes <= 6:
+                    break
+            except KernelArenaError:
+                pass
+            time.sleep(0.05)
+        PROCS["server"].kill()
+        PROCS["server"].wait()
+        killed.set()
+        time.sleep(0.5)
+        start_server()
+    cfg = {"url": URL, "max_steps": 1, "timeout_s": 120}
+
+    def trajectory(i):
+        env = skyrl_gym.make("kernelarena", env_config=cfg, extras={"task_id": "host/gelu",
+                                                                     "seed": 61})
+        try:
+            env.init([])
+            out = env.step(reply(GELU))
+            return out["metadata"]["status"], out["reward"], env.episode.replays
+        finally:
+            env.close()
+    th = threading.Thread(target=killer)
+    th.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futs = [pool.submit(trajectory, i) for i in range(8)]
+        res, errs = [], []
+        for f in futs:
+            try:
+                res.append(f.result())
+            except Exception as e:  # noqa: BLE001 - counted: the check names them
+                errs.append(f"{type(e).__name__}: {e}")
+    th.join()
+    check(killed.is_set(), "the server was killed and restarted during the group")
+    print("     (status, reward, replays)", [(s, round(r, 3), n) for s, r, n in res])
+    check(not errs and [r[0] for r in res] == ["OK"] * 8 and all(r[1] > 1.2 for r in res),
+          f"8 trajectories across the restart: 0 errors {errs}")
+    check(any(r[2] > 0 for r in res), "the trajectories whose episode was lost were replayed")
 
 
 def case_reproducible():
