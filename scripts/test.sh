@@ -13,6 +13,10 @@
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
 #             build, build-fuzz/
+#   trainers  ctest -L trainers in build/ (python_faults_verifiers, python_faults_nemo_gym:
+#             in their own venvs, made first by scripts/install-python-deps.sh
+#             --trainers); not among the defaults (CI's), and full leaves its tests out
+#             (docs/trainers.md)
 # Environment: KA_BUILD_DIR (default build), KA_ASAN_BUILD_DIR (build-asan),
 # KA_NO_INSTALL=1 skips the package installs (scripts/install-deps.sh,
 # scripts/install-python-deps.sh), KA_JOBS (default: the number of cores).
@@ -21,9 +25,9 @@ cd "$(dirname "$0")/.."
 LANES=${*:-fast format sanitize full fuzz}
 for l in $LANES; do
   case $l in
-    fast | format | sanitize | full | fuzz) ;;
+    fast | format | sanitize | full | fuzz | trainers) ;;
     *)
-      echo "test.sh: unknown lane '$l' (fast, format, sanitize, full, fuzz)" >&2
+      echo "test.sh: unknown lane '$l' (fast, format, sanitize, full, fuzz, trainers)" >&2
       exit 2
       ;;
   esac
@@ -73,15 +77,16 @@ for lane in $LANES; do
         ctest_in "$ASAN" -L sanitize; } || rc=1
       ;;
     full)
-      skip=""
-      ran fast && skip="fast"
+      skip="trainers"
+      echo "(lane trainers' tests are left out: scripts/test.sh trainers runs them)"
+      ran fast && skip="$skip|fast"
       ran format && skip="${skip:+$skip|}format"
-      if [ -n "$skip" ]; then
-        echo "(the tests of lane(s) $skip ran above; the rest of full now)"
-        build_main && ctest_in "$BUILD" -L full -LE "^($skip)\$" || rc=1
-      else
-        build_main && ctest_in "$BUILD" -L full || rc=1
-      fi
+      [ "$skip" = trainers ] || echo "(the tests of lane(s) ${skip#trainers|} ran above; the rest of full now)"
+      build_main && ctest_in "$BUILD" -L full -LE "^($skip)\$" || rc=1
+      ;;
+    trainers)
+      if [ -z "${KA_NO_INSTALL:-}" ]; then ./scripts/install-python-deps.sh --trainers || rc=1; fi
+      [ "$rc" -ne 0 ] || { build_main && ctest_in "$BUILD" -L trainers; } || rc=1
       ;;
     fuzz)
       # the libFuzzer targets (fuzz/run.sh) in their own clang build folder

@@ -18,6 +18,16 @@ CASE:
               seed whose prompt and files are those a Reset shows
   text        the text layer (kernelarena.integrations.text) on a GRPO-shaped group of 8
   skyrl       SkyRL-gym: skyrl_gym.make("kernelarena") as its generator runs it, 8 at once
+  skyrl_restart  a server restart (kill -9) in the middle of a SkyRL group of 8: no
+              trajectory lost (the text layer replays lost episodes), 0 errors
+  openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
+              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
+  verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
+              OpenAI-compatible model, -r 8, 0 errors; then 2 turns (.venv-verifiers)
+  nemo_gym    NeMo-Gym: the resources server's app, 8 POST /verify at once, 0 errors
+              (.venv-nemo, Python 3.12)
+  trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
+              its tool schema by transformers, 8 pooled rollouts, then the pool reused
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
               an executor restart (same per-case errors); a plain Evaluate does not; without
               the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
@@ -51,7 +61,7 @@ BIN = SRC = CASE = WORK = TASKS = STATE = URL = GELU = WRONG = ""
 
 
 def logs():
-    for name in ("server.log", "gpuexec.log"):
+    for name in ("server.log", "gpuexec.log", "openenv.log"):
         try:
             sys.stdout.write(f"---- {name}\n" + open(os.path.join(WORK, name)).read()[-5000:])
         except OSError:
@@ -419,6 +429,418 @@ def case_skyrl():
     check(res[1][2]["status"] == "OK" and res[1][2]["correct"] == 1.0 and
           "speedup/n1M" in res[1][2], "get_metrics: components and the status label")
     check(len({r[3][-1]["content"] for r in res}) == 1, "the group shares its prompt")
+
+
+def prompts_row(seed):
+    """The first row of `envctl tasks --prompts --seed SEED` (what a trainer's dataset has)."""
+    out = subprocess.run([os.path.join(BIN, "envctl"), "tasks", "--prompts", "--server", URL,
+                          "--seed", str(seed)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def need(module, extra):
+    """Imports a trainer ecosystem's package; its absence fails loudly (never a skip)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        check(False, f"{module} is not installed ({e}): `scripts/install-python-deps.sh"
+                     f"{(' ' + extra) if extra else ''}` installs it")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(method, url, body=None):
+    import urllib.request
+    req = urllib.request.Request(url, method=method, data=None if body is None else
+                                 json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def case_openenv():
+    """OpenEnv: `python -m kernelarena.integrations.openenv` (openenv-core's create_app)
+    in front of the envserver; its HTTP endpoints; then a GRPO-shaped group of 8
+    WebSocket sessions (OpenEnv's EnvClient) of one dataset row at once, 0 errors; every
+    session's episode is closed once its client leaves."""
+    need("openenv.core", "")
+    from kernelarena.integrations.openenv import KernelArenaAction, KernelArenaEnvClient
+    start_stack()
+    wait_ready_elsewhere()
+    row = prompts_row(23)
+    port = free_port()
+    log = open(os.path.join(WORK, "openenv.log"), "a")
+    PROCS["openenv"] = subprocess.Popen(
+        [sys.executable, "-m", "kernelarena.integrations.openenv", "--url", URL, "--port",
+         str(port), "--task", "host/gelu", "--timeout-s", "120"], stdout=log, stderr=log,
+        env=dict(os.environ, PYTHONPATH=os.path.join(SRC, "clients", "python")))
+    base = f"http://127.0.0.1:{port}"
+    end = time.time() + 60
+    while True:
+        try:
+            health = http("GET", base + "/health")
+            break
+        except OSError:
+            if time.time() > end or PROCS["openenv"].poll() is not None:
+                check(False, "the OpenEnv server starts (openenv.log)")
+            time.sleep(0.3)
+    check(health.get("status") == "healthy", f"GET /health: {health}")
+    schema = http("GET", base + "/schema")
+    check("reply" in schema["action"]["properties"] and "text" in schema["observation"]["properties"]
+          and "episode_id" in schema["state"]["properties"], "GET /schema: action reply, observation text")
+    meta = http("GET", base + "/metadata")
+    check(meta["name"] == "kernelarena" and meta["version"] == kernelarena.__version__,
+          f"GET /metadata: {meta['name']} {meta['version']}")
+    r = http("POST", base + "/reset", {"seed": row["seed"]})
+    check("## How to reply" in r["observation"]["text"] and r["done"] is False and
+          r["observation"]["task_id"] == "host/gelu", "POST /reset (the default task): the prompt")
+    check(http("GET", base + "/state")["episode_id"] is None, "GET /state: a fresh instance")
+
+    async def session(i):
+        async with KernelArenaEnvClient(base_url=base, message_timeout_s=120) as env:
+            first = await env.reset(task_id=row["task_id"], seed=row["seed"])
+            out = await env.step(KernelArenaAction(reply=reply(WRONG if i == 7 else GELU)))
+            st = await env.state()
+            return first.observation.text, out, st
+
+    async def group():
+        return await asyncio.gather(*(session(i) for i in range(8)))
+    res = asyncio.run(group())
+    sts = [o.observation.status for _, o, _ in res]
+    print("     statuses", sts, "rewards", [round(o.reward, 3) for _, o, _ in res])
+    check(sts == ["OK"] * 7 + ["INCORRECT"], "8 sessions: 0 errors (7 OK, 1 INCORRECT)")
+    check(all(o.done for _, o, _ in res) and min(o.reward for _, o, _ in res[:7]) > 1.2 and
+          res[7][1].reward == 0.2, "done after one step; scaled rewards 1.2 + speedup and 0.2")
+    check(len({p for p, _, _ in res}) == 1 and row["prompt"].strip()[:200] in res[0][0],
+          "the group shares its prompt (the dataset row's, with the files and the reply format)")
+    check(res[0][2].step_count == 1 and res[0][2].task_id == "host/gelu" and
+          res[0][1].observation.components["correct"] == 1.0, "state and components")
+    c = kernelarena.Client(URL, timeout_s=30)
+    ids = {o.observation.episode_id for _, o, _ in res}
+    end = time.time() + 30
+    while not all(c.state(e).closed for e in ids) and time.time() < end:
+        time.sleep(0.2)
+    check(len(ids) == 8 and all(c.state(e).closed for e in ids),
+          "every session's episode is closed once its client left")
+
+
+def case_trl():
+    """TRL: KernelArenaTRLEnv through the calls GRPOTrainer(environment_factory=...) makes
+    in trl 1.16.0 (trl/trainer/grpo_trainer.py; trl itself needs torch, too heavy to
+    install here): the probe (factory(), reset/get_reward/tools found on the class), the
+    tool schema (transformers' get_json_schema, what apply_chat_template(tools=...)
+    renders), a GRPO-shaped group of 8 pooled instances (reset(**row), the observation
+    appended to the last user message, tool calls dispatched as method(**arguments) with
+    exceptions turned into {"error": ...}), get_reward per rollout; then the pool reused
+    for a second batch, as TRL reuses it. 0 errors."""
+    import inspect
+    get_json_schema = need("transformers.utils", "").get_json_schema
+    from kernelarena.integrations.trl import environment_factory, trl_rows
+    start_stack()
+    wait_ready_elsewhere()
+    factory = environment_factory(url=URL, max_steps=2, timeout_s=120)
+    # the probe (grpo_trainer.py, __init__: "for name, factory in ...")
+    probe = factory()
+    names = [n for n, _ in inspect.getmembers(type(probe), predicate=inspect.isfunction)]
+    tools = [getattr(probe, n) for n in names if n not in ("reset", "get_reward")
+             and not n.startswith("_")]
+    check("reset" in names and "get_reward" in names and [t.__name__ for t in tools] == ["submit"],
+          f"the probe: reset, get_reward and one tool, submit (members {names})")
+    schema = get_json_schema(tools[0])
+    props = schema["function"]["parameters"]["properties"]
+    check(schema["function"]["name"] == "submit" and set(props) == {"path", "content"} and
+          all(props[k]["type"] == "string" and props[k]["description"] for k in props) and
+          schema["function"]["parameters"]["required"] == ["path", "content"],
+          "the tool schema (transformers get_json_schema): submit(path, content), both described")
+    rows = trl_rows([prompts_row(31)] * 8, system_prompt="You write fast C.")
+    pool = [probe]
+
+    def batch(policy):
+        # _generate_and_score_completions: one pooled instance per rollout
+        envs = []
+        for i in range(len(rows)):
+            if i == len(pool):
+                pool.append(factory())
+            envs.append(pool[i])
+        prompts = [x.get("prompt", [{"role": "user", "content": ""}]) for x in rows]
+        for i, (prompt, env, x) in enumerate(zip(prompts, envs, rows)):
+            obs = env.reset(**x)
+            if obs is not None:
+                prompts[i] = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + obs}]
+        results = []
+        for i, env in enumerate(envs):  # _tool_call_loop: sync tools, method(**arguments)
+            tool = {n: getattr(env, n) for n in names if n not in ("reset", "get_reward")
+                    and not n.startswith("_")}
+            out = []
+            for call in policy(i):
+                try:
+                    out.append(tool[call["function"]["name"]](**call["function"]["arguments"]))
+                except Exception as e:  # noqa: BLE001 - what TRL does
+                    out.append({"error": str(e)})
+            results.append(out)
+        eids = [e._ep.episode_id for e in envs]
+        return prompts, results, [e.get_reward() for e in envs], eids
+
+    def submit(src):
+        return {"type": "function", "function": {"name": "submit",
+                                                 "arguments": {"path": "gelu.c", "content": src}}}
+
+    def policy(i):
+        if i == 6:  # a file that may not change, then the kernel
+            return [{"type": "function", "function": {"name": "submit", "arguments": {
+                "path": "task.yaml", "content": "x"}}}, submit(GELU)]
+        if i == 5:  # two steps, then a third call past max_steps
+            return [submit(WRONG), submit(GELU), submit(GELU)]
+        return [submit(WRONG if i == 7 else GELU)]
+    prompts, results, rewards, eids = batch(policy)
+    print("     rewards", [round(r, 3) for r in rewards])
+    check(len({p[-1]["content"] for p in prompts}) == 1 and prompts[0][0]["role"] == "system" and
+          "call the tool `submit`" in prompts[0][-1]["content"].lower() and
+          "```c gelu.c" in prompts[0][-1]["content"],
+          "reset's text is appended to the last user message: the task, the file, the tool")
+    check(all(r > 1.2 for r in rewards[:7]) and rewards[7] == 0.2,
+          "8 rollouts: 0 errors; get_reward 1.2 + speedup, 0.2 for the wrong kernel")
+    check("Nothing was evaluated" in results[6][0] and "`task.yaml` may not change" in results[6][0]
+          and "Evaluation: OK" in results[6][1], "a file that may not change is not evaluated, told why")
+    check("Evaluation: INCORRECT" in results[5][0] and "1 step(s) left" in results[5][0] and
+          "Evaluation: OK" in results[5][1] and isinstance(results[5][2], dict) and
+          "no steps left" in results[5][2]["error"], "max_steps: a third call is a tool error")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(len(set(eids)) == 8 and all(c.state(e).closed for e in eids),
+          "get_reward closed every rollout's episode")
+    prompts2, results2, rewards2, _ = batch(lambda i: [submit(GELU)])
+    check(len(pool) == 8 and all(r > 1.2 for r in rewards2) and
+          all(len(x) == 1 and "Evaluation: OK" in x[0] for x in results2),
+          "the pool reused for a second batch: 8 instances, 0 errors")
+    for e in pool:
+        e._close()
+
+
+def stub_model(replies):
+    """An OpenAI-compatible chat-completions server on a free port, in a thread: the k-th
+    request (from 0), with messages m, gets replies(k, m). Returns (base_url, the
+    requests' message lists)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    seen, lock = [], threading.Lock()
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            with lock:
+                k = len(seen)
+                seen.append(req.get("messages", []))
+            body = json.dumps({"id": f"stub-{k}", "object": "chat.completion", "created": 0,
+                               "model": req.get("model", "stub"), "choices": [{
+                                   "index": 0, "finish_reason": "stop", "message": {
+                                       "role": "assistant", "content": replies(
+                                           k, seen[k])}}],
+                               "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                         "total_tokens": 2}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{srv.server_address[1]}/v1", seen
+
+
+def case_verifiers():
+    """verifiers: `vf-eval kernelarena-verifiers` (the v1 plugin: Taskset, Env and the
+    in-process Harness of kernelarena.integrations.verifiers) on a one-row dataset of
+    `envctl tasks --prompts`, a GRPO-shaped group (-r 8) against a stub OpenAI-compatible
+    model: 0 errors, 7 OK and 1 INCORRECT, rewards in the traces, episodes closed; then
+    a 2-turn group (a reply with no code block, then the kernel)."""
+    need("verifiers.v1", "--trainers")
+    vf_eval = os.path.join(os.path.dirname(sys.executable), "vf-eval")
+    check(os.access(vf_eval, os.X_OK), f"vf-eval is installed beside {sys.executable}")
+    start_stack()
+    wait_ready_elsewhere()
+    prompts = os.path.join(WORK, "prompts.jsonl")
+    with open(prompts, "w") as f:
+        f.write(json.dumps(prompts_row(41)) + "\n")
+    url, seen = stub_model(lambda k, m: reply(WRONG if k == 7 else GELU))
+
+    def run(out, url, *extra):
+        env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "clients", "python"),
+                   KA_STUB_KEY="none", HOME=WORK)
+        r = subprocess.run([vf_eval, "kernelarena-verifiers", "--env.taskset.url", URL,
+                            "-m", "stub", "--client.base-url", url, "--client.api-key-var",
+                            "KA_STUB_KEY", "--no-rich", "--no-push", "-o",
+                            os.path.join(WORK, out), *extra], capture_output=True, text=True,
+                           env=env, timeout=200)
+        if r.returncode != 0:
+            print(r.stdout[-3000:], r.stderr[-3000:])
+        check(r.returncode == 0, f"vf-eval {' '.join(extra)} exits 0")
+        import glob
+        files = glob.glob(os.path.join(WORK, out, "*", "traces.jsonl"))
+        eps = [json.loads(ln) for ln in open(files[0])] if files else []
+        return eps
+    eps = run("out1", url, "--env.taskset.prompts", prompts, "--env.taskset.timeout-s", "120", "-r", "8")
+    traces = [e["traces"][0] for e in eps]
+    rewards = [t["rewards"]["kernelarena"]["score"] for t in traces]
+    sts = sorted(t["info"]["status"] for t in traces)
+    print("     statuses", sts, "rewards", [round(r, 3) for r in rewards])
+    check(len(eps) == 8 and all(e["ok"] and not e["errors"] for e in eps),
+          "8 rollouts of one row: 0 errors")
+    check(sts == ["INCORRECT"] + ["OK"] * 7 and sorted(rewards)[0] == 0.2 and
+          min(sorted(rewards)[1:]) > 1.2, "7 OK (1.2 + speedup) and 1 INCORRECT (0.2)")
+    check(len(seen) == 8 and len({json.dumps(m) for m in seen}) == 1 and
+          seen[0][0]["role"] == "system" and "## How to reply" in seen[0][-1]["content"],
+          "the model saw one prompt: the system prompt, then the task with its files and format")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(all(c.state(t["info"]["episode_id"]).closed for t in traces), "every episode is closed")
+    # the second turn: the kernel once the feedback says nothing was evaluated
+    url2, seen2 = stub_model(lambda k, m: reply(GELU) if "Nothing was evaluated" in
+                             m[-1]["content"] else "No code, sorry.")
+    eps = run("out2", url2, "--env.taskset.task-id", "host/gelu", "--env.taskset.seed", "5",
+              "--env.taskset.max-steps", "2", "--env.taskset.timeout-s", "120", "-r", "2")
+    traces = [e["traces"][0] for e in eps]
+    check(len(eps) == 2 and all(e["ok"] for e in eps) and
+          [t["info"]["turns"] for t in traces] == [2, 2] and
+          all(t["info"]["status"] == "OK" and t["rewards"]["kernelarena"]["score"] > 1.2
+              for t in traces), "2 turns: a reply with no code block, then the kernel: OK")
+    check(len(seen2) == 4 and sum("Nothing was evaluated" in m[-1]["content"] for m in seen2) == 2
+          and all(len(m) == 4 for m in seen2 if "Nothing was evaluated" in m[-1]["content"]),
+          "the second turn: the conversation so far, the feedback last")
+
+
+def case_nemo_gym():
+    """NeMo-Gym: KernelArenaResourcesServer's app (SimpleResourcesServer.setup_webserver,
+    built as NeMo-Gym's resources-server test template builds it) served by uvicorn;
+    /seed_session, then a GRPO-shaped group of 8 POST /verify of one dataset row
+    (nemo_gym_rows of `envctl tasks --prompts`) at once, with NeMo-Gym's own response
+    model: 0 errors, 7 OK and 1 INCORRECT; a reply with no code block; /aggregate_metrics
+    over the group; every episode closed."""
+    need("nemo_gym.base_resources_server", "--trainers")
+    import concurrent.futures
+    from unittest.mock import MagicMock
+    import uvicorn
+    from nemo_gym.openai_utils import NeMoGymResponse
+    from nemo_gym.server_utils import ServerClient
+    from kernelarena.integrations.nemo_gym import (KernelArenaResourcesServer,
+                                                   KernelArenaResourcesServerConfig, nemo_gym_rows)
+    start_stack()
+    wait_ready_elsewhere()
+    row = nemo_gym_rows([prompts_row(51)], system_prompt="You write fast C.")[0]
+    check(row["responses_create_params"]["input"][-1]["content"].count("```c gelu.c") >= 1 and
+          row["task_id"] == "host/gelu" and row["seed"] == 51, "nemo_gym_rows: the prompt, task_id, seed")
+    port = free_port()
+    cfg = KernelArenaResourcesServerConfig(host="127.0.0.1", port=port, entrypoint="",
+                                           name="kernelarena", url=URL, timeout_s=120)
+    server = KernelArenaResourcesServer(config=cfg, server_client=MagicMock(spec=ServerClient))
+    app = server.setup_webserver()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=uv.run, daemon=True).start()
+    base = f"http://127.0.0.1:{port}"
+    end = time.time() + 30
+    while not uv.started:
+        if time.time() > end:
+            check(False, "the resources server starts")
+        time.sleep(0.1)
+    check(http("POST", base + "/seed_session", {}) == {}, "POST /seed_session")
+
+    def response(text):
+        return NeMoGymResponse(
+            id="resp_1", created_at=0, model="stub", object="response", parallel_tool_calls=False,
+            tool_choice="auto", tools=[], output=[{"id": "msg_1", "type": "message", "role":
+                                                   "assistant", "status": "completed",
+                                                   "content": [{"type": "output_text", "text": text,
+                                                                "annotations": []}]}]
+        ).model_dump(mode="json")
+
+    def verify(text):
+        return http("POST", base + "/verify", {**row, "response": response(text)})
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(verify, [reply(WRONG if i == 7 else GELU) for i in range(8)]))
+    sts = [o["status"] for o in outs]
+    print("     statuses", sts, "rewards", [round(o["reward"], 3) for o in outs])
+    check(sts == ["OK"] * 7 + ["INCORRECT"] and min(o["reward"] for o in outs[:7]) > 1.2 and
+          outs[7]["reward"] == 0.2, "8 verifies at once: 0 errors, 7 OK (1.2 + speedup), 1 INCORRECT (0.2)")
+    check(all(o["task_id"] == "host/gelu" and o["components"]["correct"] in (0.0, 1.0) and
+              "Evaluation:" in o["feedback"] for o in outs), "each response: its row, components, feedback")
+    none = verify("I would not change it.")
+    check(none["status"] == "NO_FILES" and none["reward"] == 0.0 and
+          "no fenced code block" in none["feedback"], "a reply with no code block: NO_FILES, 0")
+    # each result stamped with its row's task and rollout index, as NeMo-Gym's rollout
+    # collection does (nemo_gym/rollout_collection.py) before /aggregate_metrics
+    agg = http("POST", base + "/aggregate_metrics", {"verify_responses": [
+        {**o, "_ng_task_index": 0, "_ng_rollout_index": i} for i, o in enumerate(outs)]})
+    print("     aggregate_metrics", json.dumps(agg)[:300])
+    g = agg["group_level_metrics"][0]
+    mean = sum(o["reward"] for o in outs) / 8
+    check(g["min/reward"] == 0.2 and abs(g["mean/reward"] - mean) < 1e-9,
+          f"POST /aggregate_metrics: the group's min 0.2 and mean {mean:.3f}")
+    c = kernelarena.Client(URL, timeout_s=30)
+    check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
+          len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")
+    uv.should_exit = True
+
+
+def case_skyrl_restart():
+    """A server restart (kill -9, same state folder) in the middle of a SkyRL group of 8
+    (skyrl_gym.make("kernelarena"), on threads): no trajectory lost (the text layer
+    replays a lost episode in a new one of the same seed), 0 errors."""
+    import concurrent.futures
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    start_stack()
+    wait_ready_elsewhere()
+    c = kernelarena.Client(URL, timeout_s=120)
+    killed = threading.Event()
+
+    def killer():
+        end, seen = time.time() + 60, False
+        while time.time() < end:
+            try:
+                h = c.health(timeout_s=2)
+                seen = seen or h.open_episodes >= 8
+                if seen and h.queued_jobs + h.running_jobs >= 1 and h.open_episodes <= 6:
+                    break
+            except KernelArenaError:
+                pass
+            time.sleep(0.05)
+        PROCS["server"].kill()
+        PROCS["server"].wait()
+        killed.set()
+        time.sleep(0.5)
+        start_server()
+    cfg = {"url": URL, "max_steps": 1, "timeout_s": 120}
+
+    def trajectory(i):
+        env = skyrl_gym.make("kernelarena", env_config=cfg, extras={"task_id": "host/gelu",
+                                                                     "seed": 61})
+        try:
+            env.init([])
+            out = env.step(reply(GELU))
+            return out["metadata"]["status"], out["reward"], env.episode.replays
+        finally:
+            env.close()
+    th = threading.Thread(target=killer)
+    th.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futs = [pool.submit(trajectory, i) for i in range(8)]
+        res, errs = [], []
+        for f in futs:
+            try:
+                res.append(f.result())
+            except Exception as e:  # noqa: BLE001 - counted: the check names them
+                errs.append(f"{type(e).__name__}: {e}")
+    th.join()
+    check(killed.is_set(), "the server was killed and restarted during the group")
+    print("     (status, reward, replays)", [(s, round(r, 3), n) for s, r, n in res])
+    check(not errs and [r[0] for r in res] == ["OK"] * 8 and all(r[1] > 1.2 for r in res),
+          f"8 trajectories across the restart: 0 errors {errs}")
+    check(any(r[2] > 0 for r in res), "the trajectories whose episode was lost were replayed")
 
 
 def case_reproducible():

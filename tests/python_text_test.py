@@ -12,8 +12,8 @@ import sys
 
 sys.path.insert(0, os.path.join(sys.argv[1], "clients", "python"))
 from kernelarena import pb  # noqa: E402
-from kernelarena.integrations.text import (parse_reply, render_feedback, render_prompt,  # noqa: E402
-                                           scale_reward)
+from kernelarena.integrations.text import (parse_files, parse_reply, render_feedback,  # noqa: E402
+                                           render_prompt, scale_reward)
 
 N = [0]
 
@@ -96,4 +96,12 @@ check("INCORRECT" in fb and "scaled 0.200" in fb and "n1M: WRONG" in fb and
 check(scale_reward(0) == 0 and scale_reward(20) == 0.2 and abs(scale_reward(220) - 2.2) < 1e-12,
       "scale_reward: reward / 100")
 check(scale_reward(520, cap=3.2) == 3.2, "scale_reward's cap")
+# files given directly (a tool call: kernelarena.integrations.trl)
+pf = parse_files({"gelu.cu": "k", "task.yaml": "x"}, TWO)
+check(pf.files == {"gelu.cu": "k"} and len(pf.problems) == 1 and "`task.yaml` may not change"
+      in pf.problems[0] and pf.feedback == "", "parse_files: the editable file kept, the other named")
+pf = parse_files({"task.yaml": "x"}, TWO)
+check(not pf.ok and "Nothing was evaluated" in pf.feedback and "`launch.yaml`" in pf.feedback
+      and "`task.yaml` may not change" in pf.feedback, "parse_files: none editable: told why")
+check(not parse_files({}, ONE).ok, "parse_files: no files")
 print(f"{N[0]} passed, 0 failed")

@@ -4,6 +4,7 @@ text back (docs/trainers.md, "The text layer").
 - parse_reply(reply, editable): a model reply as files, from fenced code blocks that
   name their file (the reply format below); ParsedReply.feedback says what was wrong
   when the reply has no usable block.
+- parse_files(files, editable): the same for files given directly (a tool call).
 - render_prompt(prompt, files, editable): the first user message: the task's prompt,
   the editable files now and the reply format.
 - render_feedback(step_response): an evaluation as text for the next turn.
@@ -28,13 +29,15 @@ that may not change is reported in the feedback and not sent.
 
 from __future__ import annotations
 
+import random
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from ..client import AsyncClient, Client, KernelArenaError, components, status_name
 
-__all__ = ["ParsedReply", "parse_reply", "render_prompt", "render_feedback", "scale_reward",
+__all__ = ["ParsedReply", "parse_reply", "parse_files", "render_prompt", "render_feedback", "scale_reward",
            "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD"]
 
 # Characters of a log kept in the feedback (the end of the log: compilers put the first
@@ -162,6 +165,24 @@ def parse_reply(reply: str, editable: Sequence[str]) -> ParsedReply:
     return pr
 
 
+def parse_files(files: Mapping[str, str], editable: Sequence[str]) -> ParsedReply:
+    """Files given directly (a tool call's arguments, not a reply): the editable ones are
+    kept; a file that may not change is a problem; none left gets a feedback that says
+    so and names the files that may change. Never raises."""
+    pr = ParsedReply()
+    for path, body in dict(files or {}).items():
+        if path in editable:
+            pr.files[path] = body if isinstance(body, str) else str(body)
+        else:
+            pr.problems.append(f"`{path}` may not change (not sent); files you may change: "
+                               f"{_fmt_files(editable)}")
+    if not pr.files:
+        extra = "".join(f"\n- {p}" for p in pr.problems)
+        pr.feedback = (f"Nothing was evaluated: no file you may change was given.{extra}\n"
+                       f"Files you may change: {_fmt_files(editable)}.")
+    return pr
+
+
 def render_prompt(prompt: str, files: Mapping[str, str], editable: Sequence[str]) -> str:
     """The first user message of an episode: the task's prompt (it names the device and
     the rules), the current contents of every editable file and the reply format."""
@@ -281,6 +302,15 @@ class _EpisodeBase:
                         components(s, self.case_names), True)
 
 
+class _Lost(Exception):
+    """The episode is gone (a restarted server, a lease that expired) or its last step's
+    fate is unknown: replay it."""
+
+
+def _backoff(attempt: int) -> float:
+    return min(8.0, 0.5 * 2**attempt) * (0.5 + random.random())
+
+
 class TextEpisode(_EpisodeBase):
     """One episode of task_id driven by model replies, over a blocking Client (shared
     when given, else opened on url and closed by close()). Not thread-safe (one episode).
@@ -290,25 +320,99 @@ class TextEpisode(_EpisodeBase):
         r = ep.step(model(prompt))      # r.feedback, r.reward, r.done
         ep.close()
 
-    Server errors raise KernelArenaError (see .retryable); a reply that names no file is
+    A step survives server faults as kernelarena.rollouts does: a retryable error is
+    retried (up to `retries` times, exponential backoff, the same expected_step, so
+    nothing is counted twice); an episode lost (the server restarted, its lease expired,
+    or a lost reply's retry is refused) is replayed: a new episode with the same seed,
+    the earlier submissions sent again, then this one (`replays` counts them). Other
+    server errors raise KernelArenaError (see .retryable); a reply that names no file is
     not evaluated (TextStep.status "NO_FILES", reward NO_FILES_REWARD)."""
 
     def __init__(self, task_id: str, url: Optional[str] = None, max_steps: int = 1,
                  client: Optional[Client] = None, timeout_s: float = 900.0,
-                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None):
+                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None,
+                 retries: int = 5):
         super().__init__(task_id, max_steps, reward_cap, options)
         self._own = client is None
         self.client = client or Client(url, timeout_s=timeout_s)
         self._task = None
+        self.retries = int(retries)
+        self.replays = 0
+        self._sent: List[Dict[str, str]] = []  # this episode's evaluated submissions
+
+    def _retry(self, what):
+        for attempt in range(self.retries + 1):
+            try:
+                return what()
+            except KernelArenaError as e:
+                if not e.retryable or attempt == self.retries:
+                    raise
+                time.sleep(_backoff(attempt))
+
+    def _gone(self, e: KernelArenaError, uncertain: bool) -> bool:
+        """Whether a refused step means the episode is lost (replay it)."""
+        if e.code == "NOT_FOUND" or (uncertain and e.code == "FAILED_PRECONDITION"):
+            return True
+        if e.code != "FAILED_PRECONDITION":
+            return False
+        try:  # closed under us (a restart, an expired lease): lost
+            return bool(self.client.state(self.episode_id).closed)
+        except KernelArenaError as se:
+            return se.code == "NOT_FOUND"
+
+    def _step_once(self, files: Mapping[str, str]):
+        uncertain = False
+        for attempt in range(self.retries + 1):
+            try:
+                return self.client.step(self.episode_id, self.steps, dict(files))
+            except KernelArenaError as e:
+                if not e.retryable:
+                    if self._gone(e, uncertain):
+                        raise _Lost(str(e)) from None
+                    raise
+                if attempt == self.retries:
+                    raise _Lost(str(e)) from None
+                uncertain = uncertain or e.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+                time.sleep(_backoff(attempt))
+
+    def _replay(self):
+        """A new episode of the same task and seed, the earlier submissions sent again."""
+        old, self.episode_id = self.episode_id, None
+        try:
+            self.client.close(old)
+        except Exception:  # noqa: BLE001 - gone already
+            pass
+        r = self._retry(lambda: self.client.reset(self.task_id, seed=self.seed,
+                                                  options=self.options))
+        self.episode_id, self.steps = r.episode_id, 0
+        self.replays += 1
+        for files in self._sent:
+            self.steps = int(self._step_once(files).observation.step)
+
+    def _evaluate(self, files: Mapping[str, str]):
+        last: Exception = KernelArenaError("UNAVAILABLE", "not evaluated", True)
+        for replay in range(self.retries + 1):
+            try:
+                if replay:
+                    self._replay()
+                s = self._step_once(files)
+                self._sent.append(dict(files))
+                return s
+            except _Lost as e:
+                last = e
+                time.sleep(_backoff(replay))
+        raise KernelArenaError("UNAVAILABLE", f"episode lost {self.retries + 1} times: {last}", True)
 
     def reset(self, seed: Optional[int] = None) -> str:
         """Closes the previous episode, starts one; returns the prompt text."""
         self.close_episode()
         if self._task is None:
-            self._task = next((t for t in self.client.list_tasks() if t.id == self.task_id), None)
+            self._task = next((t for t in self._retry(self.client.list_tasks)
+                               if t.id == self.task_id), None)
             if self._task is None:
                 raise KernelArenaError("NOT_FOUND", f"unknown task '{self.task_id}'", False)
-        r = self.client.reset(self.task_id, seed=seed, options=self.options)
+        r = self._retry(lambda: self.client.reset(self.task_id, seed=seed, options=self.options))
+        self._sent = []
         return self._on_reset(r, self._task)
 
     def step(self, reply: str) -> TextStep:
@@ -318,7 +422,17 @@ class TextEpisode(_EpisodeBase):
         pr = parse_reply(reply, self.editable)
         if not pr.ok:
             return self._no_files(pr)
-        return self._on_step(self.client.step(self.episode_id, self.steps, pr.files), pr)
+        return self._on_step(self._evaluate(pr.files), pr)
+
+    def step_files(self, files: Mapping[str, str]) -> TextStep:
+        """step() for files given directly ({path: contents}, e.g. a tool call's
+        arguments): the same checks (parse_files), evaluation and TextStep."""
+        if self.episode_id is None or self.done:
+            raise KernelArenaError("FAILED_PRECONDITION", "reset() first: no open episode", False)
+        pr = parse_files(files, self.editable)
+        if not pr.ok:
+            return self._no_files(pr)
+        return self._on_step(self._evaluate(pr.files), pr)
 
     def close_episode(self):
         """Closes the episode (never raises)."""
