@@ -50,7 +50,8 @@ set(KA_TEST_COSTS
     validate_host_rmsnorm 9 validate_host_silu_mul 9 handshake_abort 8
     install 12 python_faults_reproducible 20 triton_faults 10 triton_baselines 27
     triton_candidates 6 reference_split 20
-    command_tasks 12)
+    command_tasks 24 python_faults_openenv 35 python_faults_trl 32 python_faults_skyrl_restart 8
+    python_wheel 41)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
