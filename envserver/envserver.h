@@ -281,11 +281,17 @@ struct es_net;
 typedef struct es_config {
   char *listen_url, *exec_url, *tasks_dir, *state_dir;
   int contexts, max_steps, quiet;
-  int max_episodes, max_queued; /* capacity limits: CAPACITY (retryable) beyond them */
-  double idle_ttl_s;            /* 0: episodes never expire */
-  size_t max_inflight_bytes;    /* requests being handled + job files: RESOURCE_EXHAUSTED
-                                   (retryable) past it; 0: ES_MAX_INFLIGHT_MB MiB */
-  char *admin_token;            /* NULL: held-out scoring is refused */
+  int max_episodes, max_queued;   /* capacity limits: CAPACITY (retryable) beyond them */
+  double idle_ttl_s;              /* 0: episodes never expire */
+  size_t max_inflight_bytes;      /* requests being handled + job files: RESOURCE_EXHAUSTED
+                                     (retryable) past it; 0: ES_MAX_INFLIGHT_MB MiB */
+  char *admin_token;              /* NULL: held-out scoring is refused */
+  const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: the server's certificate and
+                                     key for tls+tcp:// listeners (NULL: none) */
+  const char *tls_ca;             /* --tls-ca: the CA that signed executors' certificates;
+                                     a tls+tcp:// executor listener requires them */
+  int insecure_executors;         /* --insecure-executors: allow a plain network executor
+                                     endpoint off loopback (ka_exec_url_check, ka_tls.h) */
 } es_config;
 
 typedef struct es_server {

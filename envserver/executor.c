@@ -1,6 +1,7 @@
 /* The executor side of the RPC front (executor.h): gpuexec workers' long polls and
  * heartbeats, their results (recorded on a store thread), executor connections and the
  * ack rule. Locking as in server.c's header comment. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,11 +267,20 @@ void srv_exec_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg) {
 
 /* nng pipe event before an executor connection is admitted (an nng thread): over ipc,
  * a peer of another user is refused (the socket's permissions already keep them out;
- * this also holds if the file's mode was changed). */
+ * this also holds if the file's mode was changed); over tls+tcp, a peer whose
+ * certificate was not verified against --tls-ca is refused (the handshake already
+ * fails without one; this holds whatever the TLS configuration). */
 void srv_exec_pipe_admit(nng_pipe p, nng_pipe_ev ev, void *arg) {
   es_server *s = arg;
+  if (ev != NNG_PIPE_EV_ADD_PRE) return;
+  bool verified;
+  if (nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &verified) == 0 && !verified) {
+    es_log(s, "executor connection refused: its TLS certificate was not verified");
+    nng_pipe_close(p);
+    return;
+  }
   uint64_t uid;
-  if (ev != NNG_PIPE_EV_ADD_PRE || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
+  if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
   if (uid != (uint64_t)getuid() && uid != 0) {
     es_log(s, "executor connection of uid %llu refused (only uid %d may run executors)",
            (unsigned long long)uid, (int)getuid());

@@ -24,7 +24,7 @@
 set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
-    python_text triton_reset triton_tasks command_task)
+    python_text triton_reset triton_tasks command_task tls_url)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # timing tests with a lighter count than the full 20 + 3: agents_experiment's verdict
 # rests on a 2x difference between its two agents' kernels; 10 timed calls keep its noise
@@ -49,7 +49,7 @@ set(KA_TEST_COSTS
     validate_host_transpose 10 agents_mcp 10 agents_claude 9 agents_replay 9
     validate_host_rmsnorm 9 validate_host_silu_mul 9 handshake_abort 8 reference_split 10
     install 12 python_faults_reproducible 20 triton_faults 8 triton_baselines 5
-    command_tasks 12)
+    command_tasks 12 tls 15)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
