@@ -137,12 +137,6 @@ static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest
   resp->list_tasks = lt;
 }
 
-/* 1 if worker ids a and b name one device: equal up to a "#slot" suffix. */
-static int srv_same_device(const char *a, const char *b) {
-  size_t na = strcspn(a, "#"), nb = strcspn(b, "#");
-  return na == nb && !strncmp(a, b, na);
-}
-
 /* Live workers in *slots and the distinct devices among them in *devices (mtx held). */
 static void srv_count_live(es_server *s, double now, int *slots, int *devices) {
   *slots = *devices = 0;
@@ -151,7 +145,7 @@ static void srv_count_live(es_server *s, double now, int *slots, int *devices) {
     ++*slots;
     int seen = 0;
     for (es_worker *v = s->jobs.workers; v != w && !seen; v = v->next)
-      seen = es_worker_live(v, now) && srv_same_device(v->id, w->id);
+      seen = es_worker_live(v, now) && es_worker_same_device(v->id, w->id);
     *devices += !seen;
   }
 }
@@ -168,6 +162,8 @@ static void srv_health(es_server *s, es_arena *a, es_pb_response *resp) {
   h->open_episodes = s->nopen;
   h->episodes_in_memory = s->nepisodes;
   h->uptime_s = now - s->started;
+  h->redispatched_jobs = s->jobs.redispatched;
+  h->stale_results = s->jobs.stale_results;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_HEALTH;
   resp->health = h;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +39,8 @@ static pid_t g_child = -1;
 static char g_tmp[256];
 static uint64_t g_rid = 1;
 static Kernelarena__V1__Device g_dev = KERNELARENA__V1__DEVICE__INIT;
+static nng_socket g_hs; /* Health requests: a socket of their own (a REQ socket has one
+                          request at a time, and the others wait on steps) */
 
 static void cleanup(void) {
   if (g_child > 0) {
@@ -102,18 +105,23 @@ static Resp *recv_resp(nng_socket s) {
   return r;
 }
 
+/* The error message of a response, "" when it holds no error (body is a oneof). */
+static const char *errmsg(const Resp *r) {
+  return r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? r->error->message : "";
+}
+
 static Resp *call(nng_socket s, Req *rq) {
   rq->request_id = g_rid++;
   send_pb(s, &rq->base);
   return recv_resp(s);
 }
 
-static Kernelarena__V1__HealthResponse *health(nng_socket s, Resp **holder) {
+static Kernelarena__V1__HealthResponse *health(Resp **holder) {
   Req rq = KERNELARENA__V1__REQUEST__INIT;
   Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
   rq.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
   rq.health = &h;
-  *holder = call(s, &rq);
+  *holder = call(g_hs, &rq);
   return (*holder)->health;
 }
 
@@ -126,7 +134,7 @@ static char *reset(nng_socket s) {
   rq.reset = &rr;
   Resp *r = call(s, &rq);
   REQUIRE(r->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET, "reset: body %d (%s)",
-          r->body_case, r->error ? r->error->message : "");
+          r->body_case, errmsg(r));
   char *id = strdup(r->reset->episode_id);
   kernelarena__v1__response__free_unpacked(r, NULL);
   return id;
@@ -276,7 +284,7 @@ static void scenario_redispatch(nng_socket cl, fake *x, const char *db) {
   CHECK(poll_recv(x, &h3) == NULL, "the replayed stale result gets no job");
   kernelarena__v1__exec_response__free_unpacked(h3, NULL);
   Resp *hr;
-  Kernelarena__V1__HealthResponse *hh = health(cl, &hr);
+  Kernelarena__V1__HealthResponse *hh = health(&hr);
   CHECK(hh->running_jobs == 1, "the job is still running (attempt 2): running %d",
         hh->running_jobs);
   kernelarena__v1__response__free_unpacked(hr, NULL);
@@ -286,7 +294,7 @@ static void scenario_redispatch(nng_socket cl, fake *x, const char *db) {
   poll_send(x, &res2, 300);
   Resp *sr = recv_resp(cl);
   CHECK(sr->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP, "the step is answered: body %d (%s)",
-        sr->body_case, sr->error ? sr->error->message : "");
+        sr->body_case, errmsg(sr));
   CHECK(sr->step->reward > 269.9 && sr->step->reward < 270.1,
         "its reward is attempt 2's (speedup 1.5: 270), got %.2f", sr->step->reward);
   kernelarena__v1__response__free_unpacked(sr, NULL);
@@ -299,7 +307,7 @@ static void scenario_redispatch(nng_socket cl, fake *x, const char *db) {
   snprintf(q, sizeof q, "SELECT attempt FROM steps WHERE episode_id = '%s' AND step = 1", ep);
   long long att = db_int(db, q);
   CHECK(att == 2, "the record is marked re-dispatched (attempt %lld)", att);
-  hh = health(cl, &hr);
+  hh = health(&hr);
   CHECK(hh->redispatched_jobs == 1 && hh->stale_results == 2,
         "Health counts 1 re-dispatch and 2 stale results (got %lld, %lld)",
         (long long)hh->redispatched_jobs, (long long)hh->stale_results);
@@ -396,6 +404,7 @@ int main(int argc, char **argv) {
   g_child = fork();
   REQUIRE(g_child >= 0, "fork");
   if (g_child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives the test, however it ends */
     execl(argv[1], argv[1], "--state", state, "--tasks", argv[2], "--heartbeat-timeout", "1",
           (char *)NULL);
     _exit(127);
@@ -407,6 +416,7 @@ int main(int argc, char **argv) {
   g_dev.warp_size = 1;
   g_dev.memory_bytes = (int64_t)16 << 30;
   nng_socket cl = open_req(env_url), cl2 = open_req(env_url);
+  g_hs = open_req(env_url);
   fake x = {"hx/1/host:0", open_req(exec_url)}, y = {"hy/2/host:0", open_req(exec_url)};
   fake z = {"hz/3/host:0", open_req(exec_url)};
   fake a0 = {"ha/4/host:0", open_req(exec_url)}, a1 = {"ha/4/host:0#1", open_req(exec_url)};

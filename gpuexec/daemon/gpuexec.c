@@ -53,6 +53,7 @@ typedef struct gx_heartbeat {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   char job_id[256];
+  uint32_t attempt;         /* its Job.attempt (the dispatch token), sent back */
   unsigned long generation; /* bumped at every job start, so a job is told apart from the
                                next one with the same id */
 } gx_heartbeat;
@@ -179,11 +180,12 @@ static int gx_reopen(nng_socket *sock, const char *url, int recv_ms) {
 /* Sends one WorkerHeartbeat and waits for its HeartbeatAck. Returns 1 if the server still
  * wants the job, 0 if not, -1 if no valid answer came. */
 static int gx_send_heartbeat(nng_socket sock, const char *worker_id, const char *job_id,
-                             uint64_t reqid) {
+                             uint32_t attempt, uint64_t reqid) {
   Kernelarena__V1__ExecRequest req = KERNELARENA__V1__EXEC_REQUEST__INIT;
   Kernelarena__V1__WorkerHeartbeat hb = KERNELARENA__V1__WORKER_HEARTBEAT__INIT;
   hb.worker_id = (char *)worker_id;
   hb.job_id = (char *)job_id;
+  hb.attempt = attempt;
   req.request_id = reqid;
   req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
   req.heartbeat = &hb;
@@ -231,8 +233,9 @@ static void *gx_heartbeat_main(void *arg) {
     char job_id[256];
     snprintf(job_id, sizeof job_id, "%s", w->hb.job_id);
     unsigned long gen = w->hb.generation;
+    uint32_t attempt = w->hb.attempt;
     pthread_mutex_unlock(&w->hb.mu);
-    int wanted = gx_send_heartbeat(sock, w->id, job_id, ++reqid);
+    int wanted = gx_send_heartbeat(sock, w->id, job_id, attempt, ++reqid);
     /* no answer: a fresh socket for the next one (kept trying every interval: the polls
      * still tell the server that this worker sends heartbeats) */
     if (wanted < 0 && gx_reopen(&sock, w->cfg->server_url, 10000) && !lost++)
@@ -260,11 +263,13 @@ static void *gx_heartbeat_main(void *arg) {
   return NULL;
 }
 
-/* Tells the heartbeat thread that the worker started (job_id) or ended (NULL) a job. */
-static void gx_heartbeat_set(gx_worker *w, const char *job_id) {
+/* Tells the heartbeat thread that the worker started (job_id, dispatch attempt) or ended
+ * (NULL) a job. */
+static void gx_heartbeat_set(gx_worker *w, const char *job_id, uint32_t attempt) {
   if (w->hb_interval_s <= 0) return;
   pthread_mutex_lock(&w->hb.mu);
   snprintf(w->hb.job_id, sizeof w->hb.job_id, "%s", job_id ? job_id : "");
+  w->hb.attempt = attempt;
   if (job_id) w->hb.generation++;
   pthread_cond_broadcast(&w->hb.cv);
   pthread_mutex_unlock(&w->hb.mu);
@@ -373,9 +378,10 @@ static void *gx_worker_main(void *arg) {
       const Kernelarena__V1__Job *job = resp->assignment->job;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s (%s)\n", w->id, job->job_id, job->task_id);
-      gx_heartbeat_set(w, job->job_id);
+      gx_heartbeat_set(w, job->job_id, job->attempt);
       ka_evaluate(w->cfg, w->dev, job, &pending);
-      gx_heartbeat_set(w, NULL);
+      gx_heartbeat_set(w, NULL, 0);
+      pending.attempt = job->attempt; /* the dispatch this result answers */
       have_pending = 1;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s -> %s in %.2f s\n", w->id, job->job_id,
