@@ -49,7 +49,7 @@ set(KA_TEST_COSTS
     validate_host_transpose 10 agents_mcp 10 agents_claude 9 agents_replay 9
     validate_host_rmsnorm 9 validate_host_silu_mul 9 handshake_abort 8 reference_split 10
     install 12 python_faults_reproducible 20 triton_faults 8 triton_baselines 5
-    command_tasks 12 tls 15 netns 55 dispatch 14)
+    command_tasks 12 tls 15 netns 55 dispatch 14 deploy_lint 8)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
