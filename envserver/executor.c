@@ -25,15 +25,16 @@ nng_msg *srv_assignment(uint64_t request_id, const es_job *job) {
   return m;
 }
 
-/* A parked poll that can take a job, with its worker's load (es_worker_load). */
+/* A parked poll that can take a job, with its worker's load (es_worker_load; dev < 0:
+ * not computed yet, as it costs a pass over the workers). */
 typedef struct srv_idle {
   srv_ctx *c;
   double dev, exec;
 } srv_idle;
 
-/* The parked polls whose worker holds no job, with their loads, in park order (oldest
- * first); *n their count. Caller frees. mtx held. */
-static srv_idle *srv_idle_polls(es_server *s, double now, int *n) {
+/* The parked polls whose worker holds no job, in park order (oldest first); *n their
+ * count. Caller frees. mtx held. */
+static srv_idle *srv_idle_polls(es_server *s, int *n) {
   *n = 0;
   for (srv_ctx *c = s->net->exec.park_head; c; c = c->pnext) ++*n;
   srv_idle *v = es_xmalloc(sizeof *v * (size_t)(*n ? *n : 1));
@@ -41,18 +42,19 @@ static srv_idle *srv_idle_polls(es_server *s, double now, int *n) {
   for (srv_ctx *c = s->net->exec.park_head; c; c = c->pnext) {
     if (c->worker->job || !c->worker->device) continue;
     v[*n].c = c;
-    es_worker_load(&s->jobs, c->worker, now, &v[*n].dev, &v[*n].exec);
+    v[*n].dev = v[*n].exec = -1;
     ++*n;
   }
   return v;
 }
 
 /* The least-busy idle poll that can run job: smallest device load, then executor load,
- * then the oldest poll. Its index in v, or -1. */
-static int srv_least_busy(const srv_idle *v, int n, const es_job *job) {
+ * then the oldest poll. Its index in v, or -1. Computes the loads it compares. */
+static int srv_least_busy(es_server *s, srv_idle *v, int n, const es_job *job, double now) {
   int best = -1;
   for (int i = 0; i < n; i++) {
     if (!v[i].c || !es_device_runs(job->task, v[i].c->worker->device)) continue;
+    if (v[i].dev < 0) es_worker_load(&s->jobs, v[i].c->worker, now, &v[i].dev, &v[i].exec);
     if (best < 0 || v[i].dev < v[best].dev || (v[i].dev == v[best].dev && v[i].exec < v[best].exec))
       best = i;
   }
@@ -65,11 +67,11 @@ void srv_dispatch(es_server *s, srv_outbox *out) {
   if (s->net->stopping || !s->jobs.nqueued || !s->net->exec.park_head) return;
   double now = ka_now_s();
   int n, left;
-  srv_idle *v = srv_idle_polls(s, now, &n);
+  srv_idle *v = srv_idle_polls(s, &n);
   left = n;
   for (es_job *j = s->jobs.head, *jn; j && left; j = jn) {
     jn = j->next;
-    int i = srv_least_busy(v, n, j);
+    int i = srv_least_busy(s, v, n, j, now);
     if (i < 0) continue;
     srv_ctx *c = v[i].c;
     es_worker *w = c->worker; /* srv_unpark forgets it */
@@ -83,8 +85,7 @@ void srv_dispatch(es_server *s, srv_outbox *out) {
     left--;
     /* the loads of the polls on that executor (and device) changed */
     for (int k = 0; k < n; k++)
-      if (v[k].c && es_worker_same_executor(v[k].c->worker->id, w->id))
-        es_worker_load(&s->jobs, v[k].c->worker, now, &v[k].dev, &v[k].exec);
+      if (v[k].c && es_worker_same_executor(v[k].c->worker->id, w->id)) v[k].dev = -1;
   }
   free(v);
 }
