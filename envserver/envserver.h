@@ -94,7 +94,10 @@ typedef struct es_job {
   int step;              /* 1-based number of the step this job evaluates (0: Evaluate) */
   int include_held_out;  /* Evaluate with a valid admin token only */
   int reproducible;      /* Evaluate reproducible (admin token): no secret in the seeds */
-  int attempts;          /* times dispatched to a worker */
+  int attempts;          /* dispatches that count against ES_JOB_MAX_ATTEMPTS (one never
+                            acknowledged does not: the ack rule) */
+  int dispatches;        /* times handed to a worker: the dispatch token of the current
+                            one (Job.attempt; a Result or heartbeat of another is stale) */
   void *waiter;          /* the client context parked on this job (server.c), or NULL */
   uint64_t seed;
   uint64_t problem_seed; /* the episode's seed (Evaluate: seed): the correctness inputs' */
@@ -126,6 +129,8 @@ typedef struct es_jobs {
   es_worker *workers;
   int nworkers;
   double heartbeat_lost_s; /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
+  long long redispatched;  /* jobs re-queued after their worker was lost (Health) */
+  long long stale_results; /* results dropped: their dispatch was superseded (Health) */
 } es_jobs;
 
 /* Creates a job for step `step` of ep, taking ownership of files. */
@@ -134,7 +139,7 @@ es_job *es_job_new(struct es_episode *ep, int step, uint64_t seed, es_fileset *f
 es_job *es_job_new_eval(const ka_task *t, const char *id, uint64_t seed, es_fileset *files,
                         int include_held_out);
 /* Puts a job back at the head of the queue (state QUEUED): re-dispatch after its
- * worker was lost. */
+ * worker was lost (counted in q->redispatched). Its next dispatch gets a new token. */
 void es_jobs_requeue_front(es_jobs *q, es_job *job);
 /* Frees a job that is in no queue and held by no worker. NULL is a no-op. */
 void es_job_free(es_job *job);
@@ -148,6 +153,22 @@ void es_jobs_unqueue(es_jobs *q, es_job *job);
 /* Takes the oldest queued job whose task lists backend, hands it to w (state RUNNING)
  * and returns it; NULL if none. w must hold no job. */
 es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now);
+/* Hands the QUEUED job j to w (state RUNNING, a new dispatch token in j->dispatches).
+ * w must hold no job and be able to run it (es_device_runs). */
+void es_jobs_assign_job(es_jobs *q, es_worker *w, es_job *j, double now);
+/* 1 if worker ids a and b name one device: equal up to a "#slot" suffix (gpuexec names
+ * a device's evaluation slots HOST/PID/BACKEND:INDEX#K). */
+int es_worker_same_device(const char *a, const char *b);
+/* 1 if worker ids a and b belong to one executor process: equal up to the second '/'
+ * (HOST/PID). */
+int es_worker_same_executor(const char *a, const char *b);
+/* The load of w's device in *dev and of its executor in *exec: running jobs over slots
+ * (live workers), each in [0, 1]; the least-busy rule (srv_dispatch) hands a job to the
+ * idle worker with the smallest (dev, exec). */
+void es_worker_load(const es_jobs *q, const es_worker *w, double now, double *dev, double *exec);
+/* 1 if a Result for dispatch `attempt` of job_id answers the job w holds: same id, and
+ * the current dispatch token (attempt 0, an executor without tokens, matches any). */
+int es_worker_result_current(const es_worker *w, const char *job_id, uint32_t attempt);
 /* Detaches the job w holds (RUNNING -> caller-owned, state unchanged) and returns it. */
 es_job *es_jobs_detach(es_jobs *q, es_worker *w);
 /* 1 if the task lists backend among its backends. */
@@ -250,6 +271,7 @@ typedef struct es_step_rec {
   const es_reward *reward;
   const es_fileset *files; /* the complete editable set evaluated */
   const char *worker_id;
+  int attempt; /* the dispatch whose result this is (1; more: re-dispatched) */
 } es_step_rec;
 /* Records one step: the steps row, its files (content-addressed blobs), reward
  * components and cases, in one BEGIN IMMEDIATE transaction (rolled back on error).
@@ -281,11 +303,17 @@ struct es_net;
 typedef struct es_config {
   char *listen_url, *exec_url, *tasks_dir, *state_dir;
   int contexts, max_steps, quiet;
-  int max_episodes, max_queued; /* capacity limits: CAPACITY (retryable) beyond them */
-  double idle_ttl_s;            /* 0: episodes never expire */
-  size_t max_inflight_bytes;    /* requests being handled + job files: RESOURCE_EXHAUSTED
-                                   (retryable) past it; 0: ES_MAX_INFLIGHT_MB MiB */
-  char *admin_token;            /* NULL: held-out scoring is refused */
+  int max_episodes, max_queued;   /* capacity limits: CAPACITY (retryable) beyond them */
+  double idle_ttl_s;              /* 0: episodes never expire */
+  size_t max_inflight_bytes;      /* requests being handled + job files: RESOURCE_EXHAUSTED
+                                     (retryable) past it; 0: ES_MAX_INFLIGHT_MB MiB */
+  char *admin_token;              /* NULL: held-out scoring is refused */
+  const char *tls_cert, *tls_key; /* --tls-cert / --tls-key: the server's certificate and
+                                     key for tls+tcp:// listeners (NULL: none) */
+  const char *tls_ca;             /* --tls-ca: the CA that signed executors' certificates;
+                                     a tls+tcp:// executor listener requires them */
+  int insecure_executors;         /* --insecure-executors: allow a plain network executor
+                                     endpoint off loopback (ka_exec_url_check, ka_tls.h) */
 } es_config;
 
 typedef struct es_server {

@@ -708,7 +708,8 @@ void es_ep_step_finish(es_server *s, es_job *job, const es_pb_result *result, co
                        .result = result,
                        .reward = &rw,
                        .files = &job->files,
-                       .worker_id = worker_id};
+                       .worker_id = worker_id,
+                       .attempt = job->dispatches};
     char serr[400];
     if (es_store_add_step(s->store, &rec, serr, sizeof serr) != KA_OK) {
       snprintf(err, sizeof err, "step %d could not be recorded: %s", job->step, serr);

@@ -1,6 +1,7 @@
 /* The executor side of the RPC front (executor.h): gpuexec workers' long polls and
  * heartbeats, their results (recorded on a store thread), executor connections and the
  * ack rule. Locking as in server.c's header comment. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,22 +25,69 @@ nng_msg *srv_assignment(uint64_t request_id, const es_job *job) {
   return m;
 }
 
-/* Hands queued jobs to parked worker polls, oldest poll first (mtx held). */
-void srv_dispatch(es_server *s, srv_outbox *out) {
-  double now = ka_now_s();
-  srv_ctx *c = s->net->exec.park_head;
-  while (c && s->jobs.nqueued) {
-    srv_ctx *nx = c->pnext;
-    es_job *job = es_jobs_assign(&s->jobs, c->worker, now);
-    if (job) {
-      c->worker->pipe_id = c->pipe_id;
-      uint64_t rid = c->request_id;
-      srv_unpark(c);
-      srv_out_push(out, c, srv_assignment(rid, job));
-      es_log(s, "job %s -> worker %s", job->id, job->worker->id);
-    }
-    c = nx;
+/* A parked poll that can take a job, with its worker's load (es_worker_load; dev < 0:
+ * not computed yet, as it costs a pass over the workers). */
+typedef struct srv_idle {
+  srv_ctx *c;
+  double dev, exec;
+} srv_idle;
+
+/* The parked polls whose worker holds no job, in park order (oldest first); *n their
+ * count. Caller frees. mtx held. */
+static srv_idle *srv_idle_polls(es_server *s, int *n) {
+  *n = 0;
+  for (srv_ctx *c = s->net->exec.park_head; c; c = c->pnext) ++*n;
+  srv_idle *v = es_xmalloc(sizeof *v * (size_t)(*n ? *n : 1));
+  *n = 0;
+  for (srv_ctx *c = s->net->exec.park_head; c; c = c->pnext) {
+    if (c->worker->job || !c->worker->device) continue;
+    v[*n].c = c;
+    v[*n].dev = v[*n].exec = -1;
+    ++*n;
   }
+  return v;
+}
+
+/* The least-busy idle poll that can run job: smallest device load, then executor load,
+ * then the oldest poll. Its index in v, or -1. Computes the loads it compares. */
+static int srv_least_busy(es_server *s, srv_idle *v, int n, const es_job *job, double now) {
+  int best = -1;
+  for (int i = 0; i < n; i++) {
+    if (!v[i].c || !es_device_runs(job->task, v[i].c->worker->device)) continue;
+    if (v[i].dev < 0) es_worker_load(&s->jobs, v[i].c->worker, now, &v[i].dev, &v[i].exec);
+    if (best < 0 || v[i].dev < v[best].dev || (v[i].dev == v[best].dev && v[i].exec < v[best].exec))
+      best = i;
+  }
+  return best;
+}
+
+/* Hands queued jobs, oldest first, to parked worker polls by the least-busy rule
+ * (srv_least_busy: per-device capacity is the device's live slots), mtx held. */
+void srv_dispatch(es_server *s, srv_outbox *out) {
+  if (s->net->stopping || !s->jobs.nqueued || !s->net->exec.park_head) return;
+  double now = ka_now_s();
+  int n, left;
+  srv_idle *v = srv_idle_polls(s, &n);
+  left = n;
+  for (es_job *j = s->jobs.head, *jn; j && left; j = jn) {
+    jn = j->next;
+    int i = srv_least_busy(s, v, n, j, now);
+    if (i < 0) continue;
+    srv_ctx *c = v[i].c;
+    es_worker *w = c->worker; /* srv_unpark forgets it */
+    es_jobs_assign_job(&s->jobs, w, j, now);
+    w->pipe_id = c->pipe_id;
+    uint64_t rid = c->request_id;
+    srv_unpark(c);
+    srv_out_push(out, c, srv_assignment(rid, j));
+    es_log(s, "job %s -> worker %s (dispatch %d)", j->id, w->id, j->dispatches);
+    v[i].c = NULL;
+    left--;
+    /* the loads of the polls on that executor (and device) changed */
+    for (int k = 0; k < n; k++)
+      if (v[k].c && es_worker_same_executor(v[k].c->worker->id, w->id)) v[k].dev = -1;
+  }
+  free(v);
 }
 
 /* ---- executor long poll */
@@ -67,7 +115,7 @@ static void srv_heartbeat(srv_ctx *c, Kernelarena__V1__ExecRequest *rq) {
   es_worker *w = s->jobs.workers;
   while (w && strcmp(w->id, hb->worker_id)) w = w->next;
   if (w) w->acks = 1; /* it heartbeats: its next jobs must be acknowledged (ES_ACK_S) */
-  if (w && w->job && !strcmp(w->job->id, hb->job_id)) {
+  if (w && es_worker_result_current(w, hb->job_id, hb->attempt)) {
     w->last_poll = ka_now_s();
     w->heartbeats = 1;
     w->acked = 1;
@@ -129,7 +177,6 @@ void srv_exec_request(srv_ctx *c, nng_msg *m) {
   }
 
   es_job *completing = NULL;
-  nng_msg *reply = NULL;
   char worker_id[260];
   snprintf(worker_id, sizeof worker_id, "%s", poll->worker_id);
   pthread_mutex_lock(&s->mtx);
@@ -139,13 +186,23 @@ void srv_exec_request(srv_ctx *c, nng_msg *m) {
   if (poll->result) {
     /* a result counts only from the connection that took the job: another peer naming
      * the same worker id cannot post it */
-    if (w->job && !strcmp(w->job->id, poll->result->job_id) &&
+    const Kernelarena__V1__Result *res = poll->result;
+    if (es_worker_result_current(w, res->job_id, res->attempt) &&
         (!w->pipe_id || w->pipe_id == pipe_id)) {
       completing = es_jobs_detach(&s->jobs, w);
       completing->state = ES_JOB_COMPLETING;
     } else {
-      es_log(s, "worker %s: ignoring a result for job %s (not the job it holds)", w->id,
-             poll->result->job_id);
+      /* a superseded dispatch (the job was re-dispatched after this worker was lost),
+       * or a peer that did not take the job: never recorded */
+      s->jobs.stale_results++;
+      if (w->job && !strcmp(w->job->id, res->job_id) && (!w->pipe_id || w->pipe_id == pipe_id))
+        es_log(s, "worker %s: dropping a stale result for job %s (dispatch %u; current %d)", w->id,
+               res->job_id, res->attempt, w->job->dispatches);
+      else
+        es_log(s,
+               "worker %s: dropping a stale result for job %s, dispatch %u (not the job it "
+               "holds on this connection)",
+               w->id, res->job_id, res->attempt);
     }
   } else if (w->job) {
     /* It polls without the result of the job it holds: it restarted and lost it. */
@@ -167,24 +224,18 @@ void srv_exec_request(srv_ctx *c, nng_msg *m) {
       srv_out_push(&out, p, srv_assignment(prid, NULL));
       break;
     }
-  es_job *job = s->net->stopping ? NULL : es_jobs_assign(&s->jobs, w, now);
-  if (job) {
-    w->pipe_id = pipe_id;
-    reply = srv_assignment(rid, job);
-    c->state = SRV_SEND;
-    es_log(s, "job %s -> worker %s", job->id, w->id);
-  } else {
-    unsigned wait = poll->wait_ms ? poll->wait_ms : ES_POLL_DEFAULT_MS;
-    if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
-    c->request_id = rid;
-    c->worker = w;
-    c->pipe_id = pipe_id;
-    srv_park(c, now + wait / 1000.0);
-    srv_refill(&s->net->exec, &out);
-  }
+  /* Parked first, then the least-busy rule decides whether this poll or another idle
+   * one gets the queued job (srv_dispatch). */
+  unsigned wait = poll->wait_ms ? poll->wait_ms : ES_POLL_DEFAULT_MS;
+  if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
+  c->request_id = rid;
+  c->worker = w;
+  c->pipe_id = pipe_id;
+  srv_park(c, now + wait / 1000.0);
+  srv_dispatch(s, &out);
+  if (c->state == SRV_PARKED) srv_refill(&s->net->exec, &out);
   pthread_mutex_unlock(&s->mtx);
 
-  if (reply) srv_out_push(&out, c, reply);
   if (completing) {
     /* Recording waits on the trace store: a store thread does it. */
     srv_work *wk = es_xcalloc(1, sizeof *wk);
@@ -266,11 +317,20 @@ void srv_exec_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg) {
 
 /* nng pipe event before an executor connection is admitted (an nng thread): over ipc,
  * a peer of another user is refused (the socket's permissions already keep them out;
- * this also holds if the file's mode was changed). */
+ * this also holds if the file's mode was changed); over tls+tcp, a peer whose
+ * certificate was not verified against --tls-ca is refused (the handshake already
+ * fails without one; this holds whatever the TLS configuration). */
 void srv_exec_pipe_admit(nng_pipe p, nng_pipe_ev ev, void *arg) {
   es_server *s = arg;
+  if (ev != NNG_PIPE_EV_ADD_PRE) return;
+  bool verified;
+  if (nng_pipe_get_bool(p, NNG_OPT_TLS_VERIFIED, &verified) == 0 && !verified) {
+    es_log(s, "executor connection refused: its TLS certificate was not verified");
+    nng_pipe_close(p);
+    return;
+  }
   uint64_t uid;
-  if (ev != NNG_PIPE_EV_ADD_PRE || nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
+  if (nng_pipe_get_uint64(p, NNG_OPT_IPC_PEER_UID, &uid) != 0) return;
   if (uid != (uint64_t)getuid() && uid != 0) {
     es_log(s, "executor connection of uid %llu refused (only uid %d may run executors)",
            (unsigned long long)uid, (int)getuid());

@@ -73,6 +73,7 @@ void es_jobs_enqueue(es_jobs *q, es_job *job) {
 }
 
 void es_jobs_requeue_front(es_jobs *q, es_job *job) {
+  q->redispatched++;
   job->state = ES_JOB_QUEUED;
   job->prev = NULL;
   job->next = q->head;
@@ -111,22 +112,60 @@ int es_device_runs(const ka_task *t, const es_pb_device *d) {
   return 0;
 }
 
+void es_jobs_assign_job(es_jobs *q, es_worker *w, es_job *j, double now) {
+  es_jobs_unqueue(q, j);
+  j->state = ES_JOB_RUNNING;
+  j->worker = w;
+  j->dispatched_at = now;
+  j->attempts++;
+  j->dispatches++;
+  w->job = j;
+  w->heartbeats = 0;
+  w->acked = 0;
+  q->nrunning++;
+}
+
 es_job *es_jobs_assign(es_jobs *q, es_worker *w, double now) {
   if (w->job || !w->device) return NULL;
   for (es_job *j = q->head; j; j = j->next) {
     if (!es_device_runs(j->task, w->device)) continue;
-    es_jobs_unqueue(q, j);
-    j->state = ES_JOB_RUNNING;
-    j->worker = w;
-    j->dispatched_at = now;
-    j->attempts++;
-    w->job = j;
-    w->heartbeats = 0;
-    w->acked = 0;
-    q->nrunning++;
+    es_jobs_assign_job(q, w, j, now);
     return j;
   }
   return NULL;
+}
+
+int es_worker_same_device(const char *a, const char *b) {
+  size_t na = strcspn(a, "#"), nb = strcspn(b, "#");
+  return na == nb && !strncmp(a, b, na);
+}
+
+/* Length of the HOST/PID prefix of a worker id (the whole id when it has no second '/'). */
+static size_t job_executor_len(const char *id) {
+  const char *p = strchr(id, '/');
+  if (p) p = strchr(p + 1, '/');
+  return p ? (size_t)(p - id) : strlen(id);
+}
+
+int es_worker_same_executor(const char *a, const char *b) {
+  size_t na = job_executor_len(a), nb = job_executor_len(b);
+  return na == nb && !strncmp(a, b, na);
+}
+
+void es_worker_load(const es_jobs *q, const es_worker *w, double now, double *dev, double *exec) {
+  int dslots = 0, drun = 0, eslots = 0, erun = 0;
+  for (const es_worker *v = q->workers; v; v = v->next) {
+    if (v != w && !es_worker_live(v, now)) continue;
+    if (es_worker_same_executor(v->id, w->id)) eslots++, erun += v->job != NULL;
+    if (es_worker_same_device(v->id, w->id)) dslots++, drun += v->job != NULL;
+  }
+  *dev = dslots ? (double)drun / dslots : 0;
+  *exec = eslots ? (double)erun / eslots : 0;
+}
+
+int es_worker_result_current(const es_worker *w, const char *job_id, uint32_t attempt) {
+  if (!w->job || strcmp(w->job->id, job_id)) return 0;
+  return attempt == 0 || attempt == (uint32_t)w->job->dispatches;
 }
 
 es_job *es_jobs_detach(es_jobs *q, es_worker *w) {
@@ -240,5 +279,6 @@ Kernelarena__V1__Job *es_job_to_pb(es_arena *a, const es_job *job) {
   pj->timeout_s = job->task->timeout_s;
   pj->warmup = es_job_warmup();
   pj->reps = es_job_reps();
+  pj->attempt = (uint32_t)job->dispatches;
   return pj;
 }

@@ -3,9 +3,13 @@
  *   envserver [--listen URL] [--exec-listen URL] [--tasks DIR] [--state DIR]
  *             [--contexts N] [--max-steps N] [--max-episodes N] [--max-queued N]
  *             [--idle-ttl S] [--admin-token-file PATH] [--quiet]
+ *             [--tls-cert PEM --tls-key PEM --tls-ca PEM] [--insecure-executors]
  *
  * Clients (trainers, envctl) speak the environment protocol on --listen; gpuexec
- * workers long-poll for jobs on --exec-listen (docs/protocol.md). Episodes' workspaces
+ * workers long-poll for jobs on --exec-listen (docs/protocol.md). Across hosts both
+ * take tls+tcp:// URLs; executors then authenticate with certificates of --tls-ca
+ * (docs/deploy.md), and a plain tcp:// executor endpoint off loopback is refused unless
+ * --insecure-executors. Episodes' workspaces
  * and the trace store (trace.db, docs/trace-store.md) live under --state.
  *
  * SIGINT and SIGTERM close the sockets, let the sqlite transaction in flight finish and
@@ -42,6 +46,12 @@ static void main_usage(FILE *f) {
           "                     requests are refused RESOURCE_EXHAUSTED (default 512)\n"
           "  --heartbeat-timeout S  a worker that sends heartbeats is lost S seconds after\n"
           "                     its last one; its job is re-dispatched (default 15)\n"
+          "  --tls-cert PEM     the server's certificate for tls+tcp:// endpoints\n"
+          "  --tls-key PEM      its private key (unencrypted PEM)\n"
+          "  --tls-ca PEM       the CA that signed the executors' certificates: a tls+tcp://\n"
+          "                     --exec-listen admits only executors presenting one\n"
+          "  --insecure-executors  allow a plain tcp:// (or ws://) --exec-listen on an\n"
+          "                     address other hosts can reach (refused without it)\n"
           "  --quiet            log only errors\n"
           "  --help             this text\n");
 }
@@ -59,6 +69,10 @@ int main(int argc, char **argv) {
                                        {"admin-token-file", required_argument, NULL, 'A'},
                                        {"heartbeat-timeout", required_argument, NULL, 'H'},
                                        {"max-inflight-mb", required_argument, NULL, 'M'},
+                                       {"tls-cert", required_argument, NULL, 'C'},
+                                       {"tls-key", required_argument, NULL, 'K'},
+                                       {"tls-ca", required_argument, NULL, 'a'},
+                                       {"insecure-executors", no_argument, NULL, 'X'},
                                        {"quiet", no_argument, NULL, 'q'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
@@ -122,6 +136,18 @@ int main(int argc, char **argv) {
         s.cfg.max_inflight_bytes = (size_t)mb << 20;
         break;
       }
+      case 'C':
+        s.cfg.tls_cert = optarg;
+        break;
+      case 'K':
+        s.cfg.tls_key = optarg;
+        break;
+      case 'a':
+        s.cfg.tls_ca = optarg;
+        break;
+      case 'X':
+        s.cfg.insecure_executors = 1;
+        break;
       case 'q':
         s.cfg.quiet = 1;
         break;

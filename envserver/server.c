@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "contexts.h"
+#include "ka_tls.h"
 #include "executor.h"
 
 #include <nng/protocol/reqrep0/rep.h>
@@ -136,12 +137,6 @@ static void srv_list_tasks(es_server *s, const Kernelarena__V1__ListTasksRequest
   resp->list_tasks = lt;
 }
 
-/* 1 if worker ids a and b name one device: equal up to a "#slot" suffix. */
-static int srv_same_device(const char *a, const char *b) {
-  size_t na = strcspn(a, "#"), nb = strcspn(b, "#");
-  return na == nb && !strncmp(a, b, na);
-}
-
 /* Live workers in *slots and the distinct devices among them in *devices (mtx held). */
 static void srv_count_live(es_server *s, double now, int *slots, int *devices) {
   *slots = *devices = 0;
@@ -150,7 +145,7 @@ static void srv_count_live(es_server *s, double now, int *slots, int *devices) {
     ++*slots;
     int seen = 0;
     for (es_worker *v = s->jobs.workers; v != w && !seen; v = v->next)
-      seen = es_worker_live(v, now) && srv_same_device(v->id, w->id);
+      seen = es_worker_live(v, now) && es_worker_same_device(v->id, w->id);
     *devices += !seen;
   }
 }
@@ -167,6 +162,8 @@ static void srv_health(es_server *s, es_arena *a, es_pb_response *resp) {
   h->open_episodes = s->nopen;
   h->episodes_in_memory = s->nepisodes;
   h->uptime_s = now - s->started;
+  h->redispatched_jobs = s->jobs.redispatched;
+  h->stale_results = s->jobs.stale_results;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_HEALTH;
   resp->health = h;
@@ -686,6 +683,31 @@ static void *srv_timer_main(void *arg) {
 
 /* ---- start and stop */
 
+/* Creates the listener of sk on url and applies its transport's security: over ipc the
+ * socket file's mode (only this user); over tls+tcp the server's certificate, and for the
+ * executor endpoint the CA every executor's certificate must be signed by (ka_tls.h).
+ * Does not start it. */
+static int srv_listener_create(es_server *s, srv_sock *sk, const char *url, nng_listener *l,
+                               char *err, size_t errlen) {
+  int exec = sk->kind == SRV_EXEC;
+  ka_tls_files f = {s->cfg.tls_cert, s->cfg.tls_key, exec ? s->cfg.tls_ca : NULL};
+  if (exec && ka_exec_url_check(url, &f, s->cfg.insecure_executors, err, errlen) != KA_OK)
+    return KA_EINVAL;
+  int rv = nng_listener_create(l, sk->sock, url);
+  if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  /* What authenticates an executor over ipc: only this user (and root) may connect
+   * (docs/protocol.md, "Executors"). */
+  if (exec && !strncmp(url, "ipc://", 6))
+    rv = nng_listener_set_int(*l, NNG_OPT_IPC_PERMISSIONS, 0600);
+  if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  if (ka_url_is_tls(url)) {
+    char why[512];
+    if (ka_tls_listener_setup(*l, &f, why, sizeof why) != KA_OK)
+      return ka_seterr(err, errlen, KA_EINVAL, "%s: %s", url, why);
+  }
+  return KA_OK;
+}
+
 static int srv_sock_open(es_server *s, srv_sock *sk, srv_kind kind, const char *url, int target,
                          char *err, size_t errlen) {
   sk->s = s;
@@ -702,19 +724,18 @@ static int srv_sock_open(es_server *s, srv_sock *sk, srv_kind kind, const char *
     rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_REM_POST, srv_exec_pipe_gone, s);
   if (rv == 0 && kind == SRV_EXEC)
     rv = nng_pipe_notify(sk->sock, NNG_PIPE_EV_ADD_PRE, srv_exec_pipe_admit, s);
-  nng_listener l;
-  if (rv == 0) rv = nng_listener_create(&l, sk->sock, url);
-  /* What authenticates an executor over ipc: only this user (and root) may connect
-   * (docs/protocol.md, "Executors"). */
-  if (rv == 0 && kind == SRV_EXEC && !strncmp(url, "ipc://", 6))
-    rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
-  if (rv == 0) rv = nng_listener_start(l, 0);
   if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
-  if (kind == SRV_EXEC && strncmp(url, "ipc://", 6))
+  nng_listener l;
+  int rc = srv_listener_create(s, sk, url, &l, err, errlen);
+  if (rc != KA_OK) return rc;
+  rv = nng_listener_start(l, 0);
+  if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
+  if (kind == SRV_EXEC && !ka_url_is_tls(url) && strncmp(url, "ipc://", 6))
     fprintf(stderr,
             "envserver: warning: the executor endpoint %s does not authenticate its peers: "
             "anyone who can reach it can take jobs (the candidates' sources) and post results. "
-            "Keep it on a private network, or use ipc:// on one host.\n",
+            "Use tls+tcp:// with --tls-cert, --tls-key and --tls-ca across hosts "
+            "(docs/deploy.md).\n",
             url);
   return KA_OK;
 }

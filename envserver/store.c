@@ -14,7 +14,7 @@
 
 #include "envserver.h"
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define STORE_BUSY_MS 5000
 
 static const char store_schema[] =
@@ -55,6 +55,7 @@ static const char store_schema[] =
     "  worker_id TEXT NOT NULL,\n"
     "  device_name TEXT NOT NULL,\n"
     "  result_pb BLOB NOT NULL,\n"
+    "  attempt INTEGER NOT NULL DEFAULT 1,\n"
     "  PRIMARY KEY(episode_id, step));\n"
     "CREATE TABLE IF NOT EXISTS step_files(\n"
     "  episode_id TEXT NOT NULL,\n"
@@ -114,7 +115,7 @@ static const char *const store_sql[STORE_NSTMT] = {
     [STORE_STEP] =
         "INSERT INTO steps(episode_id, step, created_at, status, reward, "
         "geomean_speedup, compile_log, runtime_log, message, wall_s, worker_id, "
-        "device_name, result_pb) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)",
+        "device_name, result_pb, attempt) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)",
     [STORE_STEP_FILE] =
         "INSERT OR REPLACE INTO step_files(episode_id, step, path, sha256) "
         "VALUES(?1,?2,?3,?4)",
@@ -245,7 +246,15 @@ int es_store_open(const char *path, es_store **out, char *err, size_t errlen) {
         "UPDATE schema_version SET version = 2;";
     if (sqlite3_exec(st->db, mig, NULL, NULL, NULL) != SQLITE_OK)
       rc = store_fail(st, err, errlen, "migrate schema 1 -> 2");
-  } else if (have < 0) {
+  }
+  if (rc == KA_OK && (have == 1 || have == 2)) {
+    /* version 2 -> 3: the dispatch whose result a step recorded (re-dispatched: > 1) */
+    static const char mig[] =
+        "ALTER TABLE steps ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;"
+        "UPDATE schema_version SET version = 3;";
+    if (sqlite3_exec(st->db, mig, NULL, NULL, NULL) != SQLITE_OK)
+      rc = store_fail(st, err, errlen, "migrate schema 2 -> 3");
+  } else if (rc == KA_OK && have < 0) {
     char ins[96];
     snprintf(ins, sizeof ins, "INSERT INTO schema_version(version) VALUES(%d)",
              STORE_SCHEMA_VERSION);
@@ -375,6 +384,7 @@ static int store_step_rows(es_store *st, const es_step_rec *rec) {
   store_text(s, 11, rec->worker_id);
   store_text(s, 12, r->device ? r->device->name : "");
   sqlite3_bind_blob64(s, 13, pb, pblen, SQLITE_STATIC);
+  sqlite3_bind_int(s, 14, rec->attempt > 0 ? rec->attempt : 1);
   int ok = store_run(s) == SQLITE_DONE;
   free(pb);
   for (int i = 0; ok && i < rec->files->n; i++) ok = store_step_file(st, rec, &rec->files->v[i]);

@@ -25,6 +25,11 @@ PKGS="$PKGS libomp-dev"
 # its built-in headers, comgr and the device libraries for the compile-only test.
 # About 42 MB; measured here: 6 s to download, 18 s to install.
 PKGS="$PKGS libamdhip64-dev libhiprtc-builtins5 libamd-comgr2 rocm-device-libs librocm-smi-dev"
+# the executor-pool tests (tests/tls_test.sh, tests/netns_test.sh): certificates made
+# with openssl, network namespaces with iproute2; the linters of deploy/
+# (tests/deploy_lint.sh): shellcheck and yamllint (Debian's 1.29; with its
+# python3-yaml and python3-pathspec about 1 MB; measured here: 13 s to install)
+PKGS="$PKGS openssl iproute2 shellcheck yamllint"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

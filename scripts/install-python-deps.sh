@@ -12,8 +12,11 @@
 # needs torch and is not installed: docs/trainers.md, "TRL"); and triton 3.6.0, the
 # compiler of language triton (gpuexec/backends/triton.h: gpuexec finds .venv/bin/python3
 # beside its build; no torch): 5 s here from a warm pip cache (about a minute cold), and
-# 641 MiB in .venv (its wheel bundles ptxas and LLVM); and wheel, which scripts/build-wheel.sh
-# (the wheel with the server programs, tests/python_wheel_test.sh) builds with.
+# 641 MiB in .venv (its wheel bundles ptxas and LLVM); wheel, which scripts/build-wheel.sh
+# (the wheel with the server programs, tests/python_wheel_test.sh) builds with; and
+# kubernetes-validate 1.37.0, the Kubernetes schema check of deploy/k8s
+# (tests/deploy_lint.sh; it bundles the schemas, so it works offline): 15 s in a fresh
+# venv here, 145 MiB (the schemas of every Kubernetes version).
 # Wheels in .whl/ (scripts/fetch-wheels.sh) are used first; PyPI otherwise.
 #   scripts/install-python-deps.sh [--trainers]
 # --trainers also makes .venv-verifiers (git-ignored) with verifiers 0.4.0 and the
@@ -44,7 +47,7 @@ FIND=""
 # shellcheck disable=SC2086
 .venv/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' 'gymnasium>=1.0' \
   'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'openenv-core==0.3.0' 'transformers==5.24.0' \
-  'triton==3.6.0' 'wheel>=0.42'
+  'triton==3.6.0' 'wheel>=0.42' 'kubernetes-validate==1.37.0'
 .venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, openenv.core, transformers.utils, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"
 if [ -n "$TRAINERS" ]; then
   [ -x .venv-verifiers/bin/python3 ] || python3 -m venv .venv-verifiers

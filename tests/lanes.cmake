@@ -24,7 +24,7 @@
 set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
-    python_text triton_reset triton_tasks instruction_tasks command_task)
+    python_text triton_reset triton_tasks instruction_tasks command_task tls_url)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # timing tests with a lighter count than the full 20 + 3: agents_experiment's verdict
 # rests on a 2x difference between its two agents' kernels; 10 timed calls keep its noise
@@ -51,7 +51,7 @@ set(KA_TEST_COSTS
     install 12 python_faults_reproducible 20 triton_faults 10 triton_baselines 27
     triton_candidates 6 reference_split 20
     command_tasks 24 python_faults_openenv 35 python_faults_trl 32 python_faults_skyrl_restart 8
-    python_wheel 41)
+    python_wheel 41 tls 15 netns 55 dispatch 14 deploy_lint 8)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)

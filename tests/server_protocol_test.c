@@ -1313,7 +1313,7 @@ int main(int argc, char **argv) {
         "episode row");
   sqlite3_finalize(q);
   QUERY("SELECT version FROM schema_version WHERE ?1 IS NOT NULL");
-  CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 2, "schema_version");
+  CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 3, "schema_version");
   sqlite3_finalize(q);
   sqlite3_close(sq);
 

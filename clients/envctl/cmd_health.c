@@ -21,9 +21,12 @@ static int ec_health(ka_client *c, const ec_opts *o) {
     ka_client_free_response(r);
     return 1;
   }
-  printf("ok=%d executors=%d devices=%d queued=%d running=%d open_episodes=%d uptime_s=%.1f\n",
-         r->health->ok, r->health->executors, r->health->devices, r->health->queued_jobs,
-         r->health->running_jobs, r->health->open_episodes, r->health->uptime_s);
+  printf(
+      "ok=%d executors=%d devices=%d queued=%d running=%d open_episodes=%d uptime_s=%.1f "
+      "redispatched=%lld stale_results=%lld\n",
+      r->health->ok, r->health->executors, r->health->devices, r->health->queued_jobs,
+      r->health->running_jobs, r->health->open_episodes, r->health->uptime_s,
+      (long long)r->health->redispatched_jobs, (long long)r->health->stale_results);
   ka_client_free_response(r);
   return 0;
 }

@@ -133,6 +133,22 @@ static void kc_untrack(ka_call *k) {
   pthread_mutex_unlock(&c->mtx);
 }
 
+/* Dials url without waiting for the connection. A tls+tcp:// server's certificate is
+ * checked against the CA file $KA_TLS_CA (nng's default without it: the system has
+ * none, so the handshake fails) and must name the URL's host, or $KA_TLS_SERVER_NAME
+ * when set (docs/deploy.md). Returns nng's error. */
+static int kc_dial(nng_socket sock, const char *url) {
+  nng_dialer d;
+  int rv = nng_dialer_create(&d, sock, url);
+  const char *ca = getenv("KA_TLS_CA"), *name = getenv("KA_TLS_SERVER_NAME");
+  if (rv == 0 && !strncmp(url, "tls+tcp", 7) && ca && *ca)
+    rv = nng_dialer_set_string(d, NNG_OPT_TLS_CA_FILE, ca);
+  if (rv == 0 && !strncmp(url, "tls+tcp", 7) && name && *name)
+    rv = nng_dialer_set_string(d, NNG_OPT_TLS_SERVER_NAME, name);
+  if (rv == 0) rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+  return rv;
+}
+
 int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   *out = NULL;
   if (!url || (strncmp(url, "ipc://", 6) && strncmp(url, "tcp://", 6) &&
@@ -155,7 +171,7 @@ int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
   nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, kc_pipe_cb, c);
   nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, kc_pipe_cb, c);
-  rv = nng_dial(c->sock, url, NULL, NNG_FLAG_NONBLOCK);
+  rv = kc_dial(c->sock, url);
   if (rv) {
     nng_close(c->sock);
     pthread_mutex_destroy(&c->mtx);

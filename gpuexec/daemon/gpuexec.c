@@ -27,6 +27,7 @@
 #include "refcache.h"
 #include "ka_common.h"
 #include "ka_opt.h"
+#include "ka_tls.h"
 
 #define GX_POLL_WAIT_MS 5000
 /* How long a send waits for a connection before the socket is dialled again. */
@@ -55,6 +56,7 @@ typedef struct gx_heartbeat {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   char job_id[256];
+  uint32_t attempt;         /* its Job.attempt (the dispatch token), sent back */
   unsigned long generation; /* bumped at every job start, so a job is told apart from the
                                next one with the same id */
 } gx_heartbeat;
@@ -120,6 +122,21 @@ static int gx_discover(const char *runner, const char *backend,
   return rc;
 }
 
+/* TLS of the dial (--tls-ca, --tls-cert, --tls-key, --tls-server-name), set once in main
+ * before any worker starts, read-only afterwards. */
+static ka_tls_files gx_tls;
+static const char *gx_tls_server_name;
+
+/* Creates the dialer of sock to url, with TLS for a tls+tcp:// URL (ka_tls.h); nng's
+ * error, or NNG_EINVAL with the reason in err for a TLS configuration that cannot work. */
+static int gx_dialer(nng_socket sock, const char *url, nng_dialer *d, char *err, size_t errlen) {
+  int rv = nng_dialer_create(d, sock, url);
+  if (rv == 0 && ka_url_is_tls(url) &&
+      ka_tls_dialer_setup(*d, url, &gx_tls, gx_tls_server_name, err, errlen) != KA_OK)
+    rv = NNG_EINVAL;
+  return rv;
+}
+
 /* Opens a REQ socket dialled to url with the executor's options; recv_ms bounds a reply. */
 static int gx_open(nng_socket *sock, const char *url, int recv_ms) {
   int rv = nng_req0_open(sock);
@@ -131,8 +148,26 @@ static int gx_open(nng_socket *sock, const char *url, int recv_ms) {
   nng_socket_set_size(*sock, NNG_OPT_RECVMAXSZ, 256u << 20);
   nng_socket_set_ms(*sock, NNG_OPT_RECONNMINT, 100);
   nng_socket_set_ms(*sock, NNG_OPT_RECONNMAXT, 2000);
-  if ((rv = nng_dial(*sock, url, NULL, NNG_FLAG_NONBLOCK))) nng_close(*sock);
+  nng_dialer d;
+  char why[512] = "";
+  if ((rv = gx_dialer(*sock, url, &d, why, sizeof why)) == 0)
+    rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
+  if (rv) nng_close(*sock);
   return rv;
+}
+
+/* Checks at start that url can be dialled as configured (a tls+tcp:// URL needs --tls-ca;
+ * --tls-cert and --tls-key go together; the files must load): 0, or -1 with the reason
+ * printed. Dials nothing. */
+static int gx_dial_check(const char *url) {
+  nng_socket sock;
+  nng_dialer d;
+  char why[512] = "";
+  if (nng_req0_open(&sock)) return -1;
+  int rv = gx_dialer(sock, url, &d, why, sizeof why);
+  nng_close(sock);
+  if (rv) fprintf(stderr, "gpuexec: --server %s: %s\n", url, *why ? why : nng_strerror(rv));
+  return rv ? -1 : 0;
 }
 
 /* After a failed exchange (no pipe within the send timeout, no reply), closes the socket
@@ -148,11 +183,12 @@ static int gx_reopen(nng_socket *sock, const char *url, int recv_ms) {
 /* Sends one WorkerHeartbeat and waits for its HeartbeatAck. Returns 1 if the server still
  * wants the job, 0 if not, -1 if no valid answer came. */
 static int gx_send_heartbeat(nng_socket sock, const char *worker_id, const char *job_id,
-                             uint64_t reqid) {
+                             uint32_t attempt, uint64_t reqid) {
   Kernelarena__V1__ExecRequest req = KERNELARENA__V1__EXEC_REQUEST__INIT;
   Kernelarena__V1__WorkerHeartbeat hb = KERNELARENA__V1__WORKER_HEARTBEAT__INIT;
   hb.worker_id = (char *)worker_id;
   hb.job_id = (char *)job_id;
+  hb.attempt = attempt;
   req.request_id = reqid;
   req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
   req.heartbeat = &hb;
@@ -200,8 +236,9 @@ static void *gx_heartbeat_main(void *arg) {
     char job_id[256];
     snprintf(job_id, sizeof job_id, "%s", w->hb.job_id);
     unsigned long gen = w->hb.generation;
+    uint32_t attempt = w->hb.attempt;
     pthread_mutex_unlock(&w->hb.mu);
-    int wanted = gx_send_heartbeat(sock, w->id, job_id, ++reqid);
+    int wanted = gx_send_heartbeat(sock, w->id, job_id, attempt, ++reqid);
     /* no answer: a fresh socket for the next one (kept trying every interval: the polls
      * still tell the server that this worker sends heartbeats) */
     if (wanted < 0 && gx_reopen(&sock, w->cfg->server_url, 10000) && !lost++)
@@ -229,11 +266,13 @@ static void *gx_heartbeat_main(void *arg) {
   return NULL;
 }
 
-/* Tells the heartbeat thread that the worker started (job_id) or ended (NULL) a job. */
-static void gx_heartbeat_set(gx_worker *w, const char *job_id) {
+/* Tells the heartbeat thread that the worker started (job_id, dispatch attempt) or ended
+ * (NULL) a job. */
+static void gx_heartbeat_set(gx_worker *w, const char *job_id, uint32_t attempt) {
   if (w->hb_interval_s <= 0) return;
   pthread_mutex_lock(&w->hb.mu);
   snprintf(w->hb.job_id, sizeof w->hb.job_id, "%s", job_id ? job_id : "");
+  w->hb.attempt = attempt;
   if (job_id) w->hb.generation++;
   pthread_cond_broadcast(&w->hb.cv);
   pthread_mutex_unlock(&w->hb.mu);
@@ -300,8 +339,12 @@ static void *gx_worker_main(void *arg) {
     if ((rv = nng_sendmsg(sock, msg, 0)) != 0) {
       nng_msg_free(msg);
       if (!warned++)
-        fprintf(stderr, "gpuexec: %s: cannot reach %s (%s); retrying\n", w->id, w->cfg->server_url,
-                nng_strerror(rv));
+        fprintf(stderr, "gpuexec: %s: cannot reach %s (%s%s); retrying\n", w->id,
+                w->cfg->server_url, nng_strerror(rv),
+                ka_url_is_tls(w->cfg->server_url)
+                    ? "; over TLS a certificate either side refuses looks the same: check "
+                      "--tls-ca, --tls-cert and --tls-key"
+                    : "");
       if (gx_worker_redial(w, &sock)) break;
       continue;
     }
@@ -338,9 +381,10 @@ static void *gx_worker_main(void *arg) {
       const Kernelarena__V1__Job *job = resp->assignment->job;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s (%s)\n", w->id, job->job_id, job->task_id);
-      gx_heartbeat_set(w, job->job_id);
+      gx_heartbeat_set(w, job->job_id, job->attempt);
       ka_evaluate(w->cfg, w->dev, job, &pending);
-      gx_heartbeat_set(w, NULL);
+      gx_heartbeat_set(w, NULL, 0);
+      pending.attempt = job->attempt; /* the dispatch this result answers */
       have_pending = 1;
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s -> %s in %.2f s\n", w->id, job->job_id,
@@ -433,6 +477,13 @@ static void gx_usage(FILE *f) {
           "  --command-path DIRS  command tasks: folders (colon-separated) before\n"
           "                   /usr/local/bin:/usr/bin:/bin on their commands' PATH, e.g. the bin\n"
           "                   of a venv with torch and triton (docs/tasks.md)\n"
+          "  --tls-ca PEM     for a tls+tcp:// --server: the CA that signed the server's\n"
+          "                   certificate (required there)\n"
+          "  --tls-cert PEM   this executor's certificate (the server admits executors\n"
+          "                   by certificates of its --tls-ca; docs/deploy.md)\n"
+          "  --tls-key PEM    its private key (unencrypted PEM)\n"
+          "  --tls-server-name NAME  the name the server's certificate must carry (default:\n"
+          "                   the host of --server)\n"
           "  --verbose        log every job\n",
           GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
           GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S);
@@ -454,6 +505,10 @@ int main(int argc, char **argv) {
                                        {"triton-python", required_argument, 0, 'T'},
                                        {"triton-cache", required_argument, 0, 'C'},
                                        {"command-path", required_argument, 0, 'X'},
+                                       {"tls-ca", required_argument, 0, 'a'},
+                                       {"tls-cert", required_argument, 0, 'E'},
+                                       {"tls-key", required_argument, 0, 'K'},
+                                       {"tls-server-name", required_argument, 0, 'N'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   const char *server = "ipc://var/exec.ipc", *tasks_dir = "tasks", *backends = "auto";
@@ -526,6 +581,18 @@ int main(int argc, char **argv) {
       case 'C':
         triton_cache = optarg;
         break;
+      case 'a':
+        gx_tls.ca = optarg;
+        break;
+      case 'E':
+        gx_tls.cert = optarg;
+        break;
+      case 'K':
+        gx_tls.key = optarg;
+        break;
+      case 'N':
+        gx_tls_server_name = optarg;
+        break;
       case 'h':
         gx_usage(stdout);
         return 0;
@@ -534,6 +601,7 @@ int main(int argc, char **argv) {
         return 2;
     }
   }
+  if (gx_dial_check(server)) return 2;
   signal(SIGPIPE, SIG_IGN);
   struct sigaction sa = {.sa_handler = gx_on_signal};
   sigaction(SIGINT, &sa, NULL);
