@@ -557,6 +557,24 @@ static void tc_candidates(const ka_registry *reg, const char *root) {
   check(seen >= 4, "triton candidates", "%d in %s", seen, root);
 }
 
+/* text (malloc'd, taken) with every "@TASK_DIR@" replaced by the real path of t's
+ * folder: an attack that knows where the tasks are installed (read_tasks.py). */
+static char *tc_task_dir_subst(char *text, const ka_task *t) {
+  char real[PATH_MAX];
+  const char *mark = "@TASK_DIR@";
+  if (!text || !t || !strstr(text, mark) || !realpath(t->dir, real)) return text;
+  ka_sb sb = {0};
+  const char *p = text, *q;
+  while ((q = strstr(p, mark))) {
+    ka_sb_append(&sb, p, (size_t)(q - p));
+    ka_sb_puts(&sb, real);
+    p = q + strlen(mark);
+  }
+  ka_sb_puts(&sb, p);
+  free(text);
+  return ka_sb_take(&sb);
+}
+
 /* The manifest's runs with harness triton_compile (tests/adversarial/manifest.yaml):
  * each file (with its plan, else the task's baseline plan) is refused before it runs, as
  * the expected COMPILE_ERROR, the run's text in the refusal (the plan parser's reason or
@@ -574,7 +592,7 @@ static void tc_adversarial(const ka_registry *reg, const char *src_root) {
     if (strcmp(r->harness, "triton_compile")) continue;
     seen++;
     const ka_task *t = ka_registry_find(reg, r->task);
-    char *text = tc_read(src_root, r->file), *yaml = NULL;
+    char *text = tc_task_dir_subst(tc_read(src_root, r->file), t), *yaml = NULL;
     if (t && r->plan) yaml = tc_read(src_root, r->plan);
     if (t && !r->plan) {
       yaml = tc_baseline_file(t, t->launch_plan);

@@ -168,6 +168,11 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
   char e_path[PATH_MAX + 16] = "PYTHONNOUSERSITE=1";
   const char *site = getenv("KA_TRITON_SITE");
   if (site && site[0] == '/') snprintf(e_path, sizeof e_path, "PYTHONPATH=%s", site);
+  /* the task folders (KA_TRITON_DENY, ka_triton_build): never opened by the driver, so a
+   * hidden baseline (instruction2triton) cannot reach a compile log through it */
+  char e_deny[PATH_MAX + 24] = "KA_TRITON_DENY=";
+  const char *deny = getenv("KA_TRITON_DENY");
+  if (deny && deny[0] == '/') snprintf(e_deny, sizeof e_deny, "KA_TRITON_DENY=%s", deny);
   char *envp[] = {e_home,
                   e_tmp,
                   e_cache,
@@ -178,6 +183,7 @@ static int tr_run(const char *python, const char *driver, const char *workdir, d
                   "PYTHONNOUSERSITE=1",
                   "PYTHONHASHSEED=0",
                   e_path,
+                  e_deny,
                   NULL};
   char *argv[] = {(char *)python, "-s", (char *)driver, "request.json", "out", NULL};
   pid_t pid = fork();
@@ -430,6 +436,22 @@ static int tr_compile(const ka_source *src, const char *request, const char *pyt
   return rc;
 }
 
+/* Names the folder of every task (t's folder less its id: the registry's root) in
+ * KA_TRITON_DENY for the compile driver, which refuses to open anything under it
+ * (triton_compile.py: submitted Python runs there and could read a hidden baseline, as
+ * instruction2triton's, into its error; review 2026-12-01). The whole folder when the id
+ * is not its tail. */
+static void tr_deny_tasks(const ka_task *t) {
+  char root[PATH_MAX];
+  char real[PATH_MAX];
+  if (!t || !t->dir || !realpath(t->dir, real)) return;
+  snprintf(root, sizeof root, "%s", real);
+  size_t rl = strlen(root), il = t->id ? strlen(t->id) : 0;
+  if (il && rl > il + 1 && !strcmp(root + rl - il, t->id) && root[rl - il - 1] == '/')
+    root[rl - il - 1] = '\0';
+  setenv("KA_TRITON_DENY", root, 1);
+}
+
 int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src, const char *arch,
                     const char *workdir, double timeout_s, void **bundle, size_t *len, int *cached,
                     char **log, char *err, size_t errlen) {
@@ -451,6 +473,7 @@ int ka_triton_build(const ka_task *t, const ka_plan *plan, const ka_source *src,
     return ka_seterr(err, errlen, KA_EINVAL, "triton: bad architecture '%s'", arch ? arch : "");
   if (!ka_path_is_safe(src->name) || strchr(src->name, '/') || strchr(src->name, '"'))
     return ka_seterr(err, errlen, KA_EINVAL, "bad source name %s", src->name);
+  tr_deny_tasks(t);
   tr_unit units[KA_TRITON_MAX_UNITS];
   int unit_of[KA_MAX_LAUNCHES], n = 0;
   int rc = tr_units(t, plan, units, &n, unit_of, err, errlen);

@@ -193,9 +193,31 @@ def _is_ptxas(path):
     return os.path.basename(os.fsdecode(path or "")).startswith("ptxas")
 
 
+# The task folders (KA_TRITON_DENY, set by gpuexec: the registry's root), never opened
+# or listed from here: the submission's Python could read a hidden baseline
+# (instruction2triton) there and raise it into the compile log (review 2026-12-01). The
+# compile needs none of it: the source comes in request.json.
+_DENY = os.environ.get("KA_TRITON_DENY", "")
+_DENY = os.path.realpath(_DENY) if _DENY.startswith("/") else ""
+_PATH_EVENTS = ("open", "os.listdir", "os.scandir", "os.chdir", "os.symlink", "os.link",
+                "os.rename", "shutil.copyfile", "shutil.copytree", "glob.glob")
+
+
+def _denied(path):
+    if not _DENY or path is None or isinstance(path, int):
+        return False
+    try:
+        p = os.path.realpath(os.fsdecode(path))
+    except (TypeError, ValueError):
+        return True  # a path it cannot read is refused rather than guessed at
+    return p == _DENY or p.startswith(_DENY + os.sep)
+
+
 def _audit(event, args):
     if event in _REFUSED:
         raise RuntimeError(f"{event} is not allowed in the triton compile")
+    if event in _PATH_EVENTS and args and any(_denied(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))):
+        raise RuntimeError("the task folders are not readable in the triton compile")
     if event == "subprocess.Popen":
         exe, argv = args[0], args[1]
         first = argv[0] if isinstance(argv, (list, tuple)) and argv else argv
