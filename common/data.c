@@ -371,8 +371,8 @@ typedef struct cmp_acc {
  * error's maximum is tracked by multiplication (e > max x d), dividing only when it
  * grows: the same maximum as dividing every element, without a division per element. */
 static inline __attribute__((always_inline)) void cmp_elem(cmp_acc *a, int64_t i, double o,
-                                                             double r, double abs_tol,
-                                                             double rtol, double floor_d) {
+                                                           double r, double abs_tol, double rtol,
+                                                           double floor_d) {
   int bad;
   if (!isfinite(r)) {
     bad = !(isnan(r) ? isnan(o) : o == r);

@@ -36,6 +36,11 @@
 #define WK_HOST_AS_MIB 8192
 #define WK_GRACE_S 5.0 /* after the deadline, for the supervisor's report */
 #define WK_MAX_CASES 64
+/* descriptors passed with a runner's job: a memfd per tensor and case, the two build
+ * caches' memfds (wk_pack_images), and up to three more (the go pipe, the device lock's
+ * two files: wk_runner) */
+#define WK_SHARE_MAX (WK_MAX_CASES * KA_MAX_TENSORS + 2)
+#define WK_PASS_MAX (WK_SHARE_MAX + 3)
 #define WK_COMPILE_S 60.0 /* longest compile of a candidate (RunnerJob.compile_timeout_s) */
 
 /* One tensor of a case as the worker hands it to the runner. Inputs: the cache entry's
@@ -859,6 +864,13 @@ static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size
   for (int i = 0; i < t->ncases + t->nheld && ev->ncases < WK_MAX_CASES; i++)
     if (!t->cases[i].held_out || ev->job->include_held_out) ev->cs[ev->ncases++].c = &t->cases[i];
   int rc = KA_OK;
+  /* every descriptor of the job must fit the runner's limit (runner.h) */
+  if (ev->ncases * t->ntensors + WK_PASS_MAX - WK_MAX_CASES * KA_MAX_TENSORS > KA_RUNNER_MAX_FDS) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
+            "task %s: %d cases x %d tensors need more descriptors than a runner takes (%d)", t->id,
+            ev->ncases, t->ntensors, KA_RUNNER_MAX_FDS);
+    return KA_ERANGE;
+  }
   for (int i = 0; i < ev->ncases && rc == KA_OK; i++, ev->prepared++)
     rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, 1, err,
                          errlen);
@@ -943,9 +955,12 @@ static void wk_image_put(const wk_eval *ev, int fd) {
  * resubmission, the duplicates of a GRPO group) loads it instead of compiling (~45 ms
  * with NVRTC on the H200). Only images built with an empty compiler log are cached (so
  * a step's compile log does not depend on a hit), never triton bundles (their compile
- * has its own cache) nor the host backend's modules. A ring of WK_CAND_IMAGES entries;
- * in this process's memory only. */
+ * has its own cache) nor the host backend's modules, nor images above
+ * WK_CAND_IMAGE_MAX_BYTES. A ring of WK_CAND_IMAGES entries; in this process's memory only. */
 #define WK_CAND_IMAGES 64
+/* a candidate's image above this is not kept: 64 entries at most 64 MiB in all, however
+ * large the submissions' CUBINs (a big initialised __device__ array; review 2026-12-01) */
+#define WK_CAND_IMAGE_MAX_BYTES ((size_t)1 << 20)
 static wk_image wk_cand_images[WK_CAND_IMAGES];
 static unsigned wk_cand_next;
 
@@ -1013,6 +1028,10 @@ static void wk_cand_image_put(const wk_eval *ev, int fd) {
   if (!wk_cand_key(ev, key)) return;
   uint8_t *data = wk_sealed_image(fd, &len);
   if (!data) return;
+  if (len > WK_CAND_IMAGE_MAX_BYTES) {
+    free(data);
+    return;
+  }
   pthread_mutex_lock(&wk_images_mu);
   int have = 0;
   for (int i = 0; i < WK_CAND_IMAGES && !have; i++)
@@ -1402,7 +1421,7 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
   /* the host backend shares its "device" only when told to (--jobs-per-device) */
   int locked = (gpu || ev->cfg->host_slots > 1) && wk_lock_fds(ev->dev, &lk[0], &lk[1]) == KA_OK;
   if (gpu && !locked && pipe2(go, O_CLOEXEC) != 0) go[0] = go[1] = -1;
-  int allfds[WK_MAX_CASES * KA_MAX_TENSORS + 3];
+  int allfds[WK_PASS_MAX];
   memcpy(allfds, fds, sizeof(int) * (size_t)nfds);
   int nall = nfds;
   if (go[0] >= 0) allfds[nall++] = go[0];
@@ -1628,7 +1647,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   wk_seeds(ev);
   uint8_t *jbuf = NULL;
   size_t jlen = 0;
-  int share[WK_MAX_CASES * KA_MAX_TENSORS + 1], nshare = 0;
+  int share[WK_SHARE_MAX], nshare = 0;
   int rc = wk_prepare(ev, res, err, sizeof err);
   if (rc == KA_OK && (rc = wk_pack_runner_job(ev, &jbuf, &jlen, share, &nshare)) != KA_OK)
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");

@@ -239,6 +239,25 @@ static int rn_take_image_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, 
   return KA_OK;
 }
 
+/* Drops the backend's "note: ... loaded from the build cache" line from *log (freed and
+ * NULL when nothing else is left): a candidate's cached image was built with an empty
+ * log, which is what its step shows. */
+static void rn_drop_cache_note(char **log) {
+  if (!*log) return;
+  ka_sb sb = {0};
+  for (char *p = *log; *p;) {
+    char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) + 1 : strlen(p);
+    int note = !strncmp(p, "note: ", 6) && n > 28 &&
+               !strncmp(p + n - (e ? 28 : 27), "loaded from the build cache", 27);
+    if (!note) ka_sb_append(&sb, p, n);
+    p += n;
+  }
+  free(*log);
+  *log = sb.len ? ka_sb_take(&sb) : NULL;
+  ka_sb_free(&sb);
+}
+
 /* Whether a compiler log says nothing: only whitespace (or no log). A candidate's image
  * goes to the build cache only then, so that a later step of the same files, loaded from
  * the cache, shows the same (empty) compile log. */
@@ -392,6 +411,42 @@ static int rn_compile_load(rn_state *s, ka_compile_req *req, ka_module **mod, vo
   return rc;
 }
 
+/* impl's launch plan: parsed from plan_text (a bad plan is the implementation's
+ * KA_ECOMPILE, its reason in *log) or, for a task without one, made from its entry. */
+static int rn_build_plan(const ka_task *t, const char *plan_text, size_t plan_len, rn_impl *impl,
+                         char **log, char *err, size_t errlen) {
+  if (!t->launch_plan) return ka_plan_from_entry(t, &impl->plan, err, errlen);
+  int rc = ka_plan_parse(t, plan_text, plan_len, &impl->plan, err, errlen);
+  if (rc) {
+    ka_sb sb = {0};
+    ka_sb_printf(&sb, "%s: %s\n", t->launch_plan, err);
+    *log = ka_sb_take(&sb);
+    rc = KA_ECOMPILE;
+  }
+  return rc;
+}
+
+/* After a build (rc its result): the image built now (img, img_len; a triton bundle in
+ * tri, tri_len) handed to the worker's build cache, the baseline's always, the
+ * candidate's only with an empty compiler log (rn_give_image seals it, before any
+ * candidate code runs); a candidate's cache hit (cand_hit) shows the empty log it was
+ * built with; then this build's cache memfd is closed, so that nothing later in this
+ * process can write or seal it (review 2026-12-01). */
+static void rn_build_cached(rn_state *s, int baseline, int rc, int tri_lang, int cand_hit,
+                            const void *img, size_t img_len, const void *tri, size_t tri_len,
+                            char **log) {
+  if (rc == KA_OK && baseline && s->image_fd >= 0) {
+    if (img) rn_give_image(s->image_fd, img, img_len);
+    if (tri) rn_give_image(s->image_fd, tri, tri_len);
+  }
+  if (rc == KA_OK && img && !baseline && !tri_lang && s->cand_image_fd >= 0 &&
+      rn_log_empty(log ? *log : NULL))
+    rn_give_image(s->cand_image_fd, img, img_len);
+  if (rc == KA_OK && cand_hit && log) rn_drop_cache_note(log);
+  int *done_fd = baseline ? &s->image_fd : &s->cand_image_fd;
+  if (*done_fd >= 0) close(*done_fd), *done_fd = -1;
+}
+
 /* Compiles one implementation (baseline 1: the task's, from the build cache when the job
  * carries its image, and handed to the cache when built now). Returns KA_OK,
  * KA_ECOMPILE (log filled) or another error for infrastructure faults. */
@@ -404,19 +459,7 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
   const char *plan_text;
   size_t plan_len = 0;
   int rc = rn_sources(t, job, baseline, src, owned, &nsrc, &plan_text, &plan_len, err, errlen);
-  if (rc == KA_OK) {
-    if (t->launch_plan) {
-      rc = ka_plan_parse(t, plan_text, plan_len, &impl->plan, err, errlen);
-      if (rc) {
-        ka_sb sb = {0};
-        ka_sb_printf(&sb, "%s: %s\n", t->launch_plan, err);
-        *log = ka_sb_take(&sb);
-        rc = KA_ECOMPILE;
-      }
-    } else {
-      rc = ka_plan_from_entry(t, &impl->plan, err, errlen);
-    }
-  }
+  if (rc == KA_OK) rc = rn_build_plan(t, plan_text, plan_len, impl, log, err, errlen);
   if (rc == KA_OK) {
     char wd[PATH_MAX];
     snprintf(wd, sizeof wd, "%s/%s", job->workdir, impl->label);
@@ -431,13 +474,14 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
                           .timeout_s = 60};
     /* from the worker's build cache (the candidate: built from the same files before), or
      * built now and handed to it */
-    int tri_lang = !strcmp(t->language, "triton");
+    int tri_lang = !strcmp(t->language, "triton"), cand_hit = 0;
     if (baseline && job->baseline_image.len > 0) {
       req.image = job->baseline_image.data;
       req.image_len = job->baseline_image.len;
     } else if (!baseline && !tri_lang && job->candidate_image.len > 0) {
       req.image = job->candidate_image.data;
       req.image_len = job->candidate_image.len;
+      cand_hit = 1;
     }
     void *img = NULL, *tri = NULL;
     size_t tri_len = 0;
@@ -455,14 +499,7 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
       req.nkernels = impl->plan->nkernels;
     }
     if (rc == KA_OK) rc = rn_compile_load(s, &req, &impl->mod, &img, log, err, errlen);
-    if (rc == KA_OK && img && baseline && s->image_fd >= 0)
-      rn_give_image(s->image_fd, img, req.image_len);
-    if (rc == KA_OK && tri && baseline && s->image_fd >= 0)
-      rn_give_image(s->image_fd, tri, tri_len);
-    /* the candidate's image, built before any of its code ran (rn_give_image seals it) */
-    if (rc == KA_OK && img && !baseline && !tri_lang && s->cand_image_fd >= 0 &&
-        rn_log_empty(log ? *log : NULL))
-      rn_give_image(s->cand_image_fd, img, req.image_len);
+    rn_build_cached(s, baseline, rc, tri_lang, cand_hit, img, req.image_len, tri, tri_len, log);
     if (tlog) { /* the triton compile's words before the load's */
       ka_sb sb = {0};
       ka_sb_puts(&sb, tlog);
