@@ -96,6 +96,38 @@ def check_def(where, node):
         fail(f"{where}: the return annotation of '{node.name}' must name a type")
 
 
+# What a kernel body may not name: Triton's code generator calls plain Python functions it
+# meets in a body, so getattr(triton.compiler.compiler.os, "system") or a builtin reached
+# through __builtins__ ran the submission's Python at compile time (red team 2026-12-01:
+# _posixsubprocess.fork_exec started a shell that no audit event saw). Kernels use
+# triton.language (tl), a few triton helpers, math and their own @triton.jit functions.
+_BODY_NAMES_REFUSED = frozenset((
+    "getattr", "setattr", "delattr", "hasattr", "__import__", "eval", "exec", "compile",
+    "globals", "locals", "vars", "open", "input", "breakpoint", "memoryview", "type", "object",
+    "super", "classmethod", "staticmethod", "property", "dir", "help", "id", "exit", "quit"))
+_TRITON_ATTRS = ("language", "cdiv", "next_power_of_2", "jit", "constexpr")
+
+
+def check_body(where, node):
+    """A @triton.jit body: no builtin that reaches arbitrary objects (_BODY_NAMES_REFUSED),
+    no dunder attribute, and of triton itself only triton.language and its helpers."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in _BODY_NAMES_REFUSED:
+            fail(f"{where}: '{sub.id}' is not allowed in the triton compile (kernel '{node.name}')")
+        if isinstance(sub, ast.Attribute):
+            if sub.attr.startswith("__"):
+                fail(f"{where}: attribute '{sub.attr}' is not allowed in the triton compile "
+                     f"(kernel '{node.name}')")
+            chain = []
+            v = sub
+            while isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            if isinstance(v, ast.Name) and v.id == "triton" and chain[-1] not in _TRITON_ATTRS:
+                fail(f"{where}: triton.{chain[-1]} is not allowed in the triton compile (kernel "
+                     f"'{node.name}': use triton.language)")
+
+
 def check_source(path, text):
     """Top level: imports of triton (and math), constants, @triton.jit functions, docstrings."""
     try:
@@ -117,6 +149,7 @@ def check_source(path, text):
             if not node.decorator_list or not all(is_jit(d) for d in node.decorator_list):
                 fail(f"{where}: function '{node.name}' is not a @triton.jit kernel (no host code runs)")
             check_def(where, node)
+            check_body(where, node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             if node.value is None or not is_constant(node.value):
                 fail(f"{where}: only constants may be assigned at the top level")

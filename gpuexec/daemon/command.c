@@ -162,28 +162,58 @@ static int cmd_nvidia_minor(const char *gpus_dir, int index) {
   return minor;
 }
 
-/* Sets the device part of e (the VISIBLE_DEVICES variable and the nodes) for backend. */
-static void cmd_env_device(ka_cmd_env *e, const char *backend, int index, const char *gpus_dir) {
+/* The physical index of the device gpuexec calls `index`: the index-th entry of its own
+ * mask variable var (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES) when that is set, else
+ * index. -1 (the reason in e->note) when the mask names devices otherwise than by number
+ * (UUIDs, MIG instances) or has no such entry: the commands would then see another device
+ * than the job's (review 2026-12-01). */
+static int cmd_physical_index(ka_cmd_env *e, const char *var, int index) {
+  const char *mask = getenv(var);
+  if (!mask || !*mask) return index;
+  const char *p = mask;
+  for (int k = 0; k < index && p; k++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  char *end = NULL;
+  long v = p ? strtol(p, &end, 10) : -1;
+  if (!p || end == p || (*end && *end != ',') || v < 0 || v > 4096) {
+    snprintf(e->note, sizeof e->note,
+             "gpuexec's %s=%s names no device %d by number: command tasks need a mask of "
+             "device numbers (or none)",
+             var, mask, index);
+    return -1;
+  }
+  return (int)v;
+}
+
+/* Sets the device part of e (the VISIBLE_DEVICES variable and the nodes) for backend.
+ * KA_OK, or KA_EUNAVAIL (gpuexec's own device mask cannot be followed; e->note says why). */
+static int cmd_env_device(ka_cmd_env *e, const char *backend, int index, const char *gpus_dir) {
   int n = 0;
   if (!strcmp(backend, "cuda")) {
-    int minor = cmd_nvidia_minor(gpus_dir ? gpus_dir : KA_NVIDIA_GPUS_DIR, index);
-    snprintf(e->note, sizeof e->note, "device node /dev/nvidia%d (%s)", minor < 0 ? index : minor,
+    int phys = cmd_physical_index(e, "CUDA_VISIBLE_DEVICES", index);
+    if (phys < 0) return KA_EUNAVAIL;
+    int minor = cmd_nvidia_minor(gpus_dir ? gpus_dir : KA_NVIDIA_GPUS_DIR, phys);
+    snprintf(e->note, sizeof e->note, "device node /dev/nvidia%d (%s)", minor < 0 ? phys : minor,
              minor < 0 ? "no driver information: the CUDA index" : "the driver's minor");
-    if (minor < 0) minor = index;
-    snprintf(e->visible, sizeof e->visible, "CUDA_VISIBLE_DEVICES=%d", index);
+    if (minor < 0) minor = phys;
+    snprintf(e->visible, sizeof e->visible, "CUDA_VISIBLE_DEVICES=%d", phys);
     snprintf(e->node_buf[n++], 64, "/dev/nvidiactl");
     snprintf(e->node_buf[n++], 64, "/dev/nvidia-uvm");
-    snprintf(e->node_buf[n++], 64, "/dev/nvidia-uvm-tools");
     snprintf(e->node_buf[n++], 64, "/dev/nvidia%d", minor);
   } else if (!strcmp(backend, "hip")) {
-    snprintf(e->visible, sizeof e->visible, "HIP_VISIBLE_DEVICES=%d", index);
+    int phys = cmd_physical_index(e, "HIP_VISIBLE_DEVICES", index);
+    if (phys < 0) return KA_EUNAVAIL;
+    snprintf(e->visible, sizeof e->visible, "HIP_VISIBLE_DEVICES=%d", phys);
     snprintf(e->node_buf[n++], 64, "/dev/kfd");
-    snprintf(e->node_buf[n++], 64, "/dev/dri/renderD%d", 128 + index);
-    snprintf(e->note, sizeof e->note, "device node /dev/dri/renderD%d", 128 + index);
+    snprintf(e->node_buf[n++], 64, "/dev/dri/renderD%d", 128 + phys);
+    snprintf(e->note, sizeof e->note, "device node /dev/dri/renderD%d", 128 + phys);
   }
   for (int i = 0; i < n; i++) e->nodes[i] = e->node_buf[i];
   e->nodes[n] = NULL;
   e->gpu = n > 0;
+  return KA_OK;
 }
 
 /* Adds to e->ro the installation of the first python3 of e's PATH prefix folders (the
@@ -221,7 +251,8 @@ int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *p
        tok = strtok_r(NULL, ":", &save))
     if (tok[0] == '/') e->ro[nro++] = tok;
   cmd_env_python(e, nro);
-  cmd_env_device(e, backend, index, gpus_dir);
+  int rc = cmd_env_device(e, backend, index, gpus_dir);
+  if (rc) return rc;
   /* USER and LOGNAME: getpass.getuser() (torch's caches) needs no /etc/passwd then */
   static char *const fixed[] = {"LANG=C.UTF-8",       "PYTHONDONTWRITEBYTECODE=1",
                                 "PYTHONNOUSERSITE=1", "PYTHONUNBUFFERED=1",
@@ -798,8 +829,12 @@ static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Devic
     return;
   }
   ka_cmd_env *env = calloc(1, sizeof *env);
-  if (!env || ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir,
-                              NULL) != KA_OK) {
+  int erc = env ? ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir,
+                                  NULL)
+                : KA_ENOMEM;
+  if (erc == KA_EUNAVAIL) {
+    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the commands' device: %s", env->note);
+  } else if (erc) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR,
             "the commands' environment (out of memory, or --command-path too long)");
   } else if (cmd_copy_tree(t->dir, workdir, "") != KA_OK ||

@@ -54,9 +54,12 @@ typedef struct ka_cmd_env {
  * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools
  * and /dev/nvidiaM, M the minor of the index-th GPU (in PCI order: CUDA's order for GPUs of one
  * model) under gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
- * HIP_VISIBLE_DEVICES=index, /dev/kfd and /dev/dri/renderD(128 + index). Host: no
- * device, no nodes. Returns KA_OK or KA_EINVAL (a path too long). Pure but for reading
- * gpus_dir; thread safe. */
+ * HIP_VISIBLE_DEVICES=index, /dev/kfd and /dev/dri/renderD(128 + index). Where gpuexec
+ * itself runs under CUDA_VISIBLE_DEVICES (HIP_VISIBLE_DEVICES), index counts within that
+ * mask and the physical number it names takes its place above. Host: no device, no
+ * nodes. Returns KA_OK, KA_EINVAL (a path too long) or KA_EUNAVAIL (a mask of UUIDs or
+ * without that entry; e->note says so). Pure but for reading gpus_dir and the
+ * environment; thread safe. */
 int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *path_prefix,
                     const char *workdir, const char *gpus_dir);
 
