@@ -35,10 +35,27 @@ int ka_seterr(char *err, size_t errlen, int code, const char *fmt, ...) {
   return code;
 }
 
+static int ka_read_fd(int fd, size_t max_bytes, char **out, size_t *len);
+
 int ka_read_file(const char *path, size_t max_bytes, char **out, size_t *len) {
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? KA_ENOENT : KA_EIO;
+  return ka_read_fd(fd, max_bytes, out, len);
+}
+
+int ka_read_file_nofollow(const char *path, size_t max_bytes, char **out, size_t *len) {
+  *out = NULL;
+  /* non-blocking: a FIFO must not hang the open (it is refused below as not regular) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return errno == ENOENT ? KA_ENOENT : KA_EIO;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  return ka_read_fd(fd, max_bytes, out, len);
+}
+
+/* ka_read_file's body on an open fd (closed here). */
+static int ka_read_fd(int fd, size_t max_bytes, char **out, size_t *len) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);

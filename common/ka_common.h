@@ -55,6 +55,12 @@ int ka_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
  * owns *out on success; *len (may be NULL) excludes the terminator. */
 int ka_read_file(const char *path, size_t max_bytes, char **out, size_t *len);
 
+/* ka_read_file for a path a submission may have made: a symbolic link as the last
+ * component is refused (KA_EIO), and so is anything but a regular file, without blocking
+ * on a FIFO or opening a device (O_NOFOLLOW | O_NONBLOCK; red team 2026-12-01). Thread
+ * safe. */
+int ka_read_file_nofollow(const char *path, size_t max_bytes, char **out, size_t *len);
+
 /* Writes len bytes to path (created 0644 or truncated). Returns KA_OK or KA_EIO. */
 int ka_write_file(const char *path, const void *data, size_t len);
 

@@ -111,7 +111,7 @@ static int tc_hash_file(const char *root, const char *rel, char hex[65]) {
   snprintf(path, sizeof path, "%s/%s", root, rel);
   char *buf;
   size_t len;
-  int rc = ka_read_file(path, TC_MAX_FILE, &buf, &len);
+  int rc = ka_read_file_nofollow(path, TC_MAX_FILE, &buf, &len);
   if (rc) return rc;
   ka_sha256_hex(buf, len, hex);
   free(buf);

@@ -29,9 +29,9 @@ check "envctl tasks lists suite/demo/gpu_only on cuda" \
 
 # 2. One episode, a step per candidate, on a long-running server and executor.
 ka_stack "$WORK/tasks"
-LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast daemon one_case escape exit125 forge_ori forge_fast stale notfile link"
+LIST="baseline fast timing_mean ori_opt wall_only garbage no_time none wrong syntax hang crash network tamper fast daemon one_case escape exit125 forge_ori forge_fast stale notfile link forge_names"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) ;; *) cp $CAND/\$f.py kernel.py ;; esac"
-ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 24 \
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 25 \
   --verbose --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/episode.out" 2>&1
 rc=$?
 cat "$WORK/episode.out"
@@ -67,6 +67,10 @@ expect 21 "forge_fast: its own report, 2000x" FLAGGED 0.00
 expect 22 "stale: a report written in the correctness phase" RUNTIME_ERROR 20.00
 expect 23 "notfile: a folder as the report" RUNTIME_ERROR 20.00
 expect 24 "link: a symbolic link as the report" RUNTIME_ERROR 20.00
+expect 25 "forge_names: every case named after the slowest" RUNTIME_ERROR 20.00
+check "a report whose case names repeat one baseline case is refused, naming it" grep -q \
+  "the performance report's case 'rows32_cols64' names no case of the baseline's run that is left" \
+  "$WORK/episode.out"
 check "a command task's mean is labelled arithmetic, not geometric" sh -c \
   "grep -q 'mean speedup 2.000x (arithmetic, the task harness.s score)' '$WORK/episode.out' && ! grep -q 'geometric-mean' '$WORK/episode.out'"
 check "the step's cases carry the report's names" grep -Eq "^  rows32_cols64 +yes" "$WORK/episode.out"
@@ -86,9 +90,9 @@ check "the hang ended at the correctness deadline (5 s)" grep -q "correctness co
 check "the crash: killed by signal 11" grep -q "killed by signal 11" "$WORK/episode.out"
 check "the tampering names the file" grep -q "harness file scripts/check.py was changed" "$WORK/episode.out"
 check "every step's log states the integrity level task-harness" \
-  awk '/integrity: task-harness/ {n++} END {exit !(n == 24)}' "$WORK/episode.out"
-check "the baseline was measured once for the 24 steps" \
-  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 23)}' "$WORK/episode.out"
+  awk '/integrity: task-harness/ {n++} END {exit !(n == 25)}' "$WORK/episode.out"
+check "the baseline was measured once for the 25 steps" \
+  awk '/baseline: measured now/ {m++} /baseline: cached/ {c++} END {exit !(m == 1 && c == 24)}' "$WORK/episode.out"
 after=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 check "the task folder is unchanged (commands ran in a copy)" [ "$before" = "$after" ]
 check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"

@@ -281,7 +281,7 @@ static int tr_bundle(const char *workdir, const tr_unit *units, int n, ka_sb *sb
   char p[PATH_MAX], *meta = NULL;
   size_t mlen = 0;
   snprintf(p, sizeof p, "%s/out/meta.txt", workdir);
-  if (ka_read_file(p, 1 << 20, &meta, &mlen) != KA_OK)
+  if (ka_read_file_nofollow(p, 1 << 20, &meta, &mlen) != KA_OK)
     return ka_seterr(err, errlen, KA_ECOMPILE, "the triton driver wrote no meta.txt");
   uint32_t ver = 1, cnt = (uint32_t)n;
   tr_put(sb, KA_TRITON_MAGIC, 8);
@@ -309,7 +309,8 @@ static int tr_bundle(const char *workdir, const tr_unit *units, int n, ka_sb *sb
     char *cubin = NULL;
     size_t clen = 0;
     snprintf(p, sizeof p, "%s/out/u%d.cubin", workdir, k);
-    if (rc == KA_OK && (ka_read_file(p, TR_MAX_CUBIN, &cubin, &clen) != KA_OK || clen == 0))
+    if (rc == KA_OK &&
+        (ka_read_file_nofollow(p, TR_MAX_CUBIN, &cubin, &clen) != KA_OK || clen == 0))
       rc = ka_seterr(err, errlen, KA_ECOMPILE, "the triton driver wrote no cubin for unit u%d", k);
     if (rc == KA_OK) {
       char name[KA_TRITON_NAME_MAX];
@@ -348,8 +349,12 @@ static void tr_cache_key(const char *request, const ka_source *src, const char *
   ka_sha256_hex(dtext, dlen, dhash);
   free(dtext);
   ka_sb sb = {0};
-  ka_sb_printf(&sb, "kernelarena triton cache 1\ntriton %s\narch %s\ndriver %s\n", ver, arch,
-               dhash);
+  /* the role (KA_TRITON_ROLE, the runner's: baseline or candidate): a candidate never
+   * hits a baseline's entry, so neither its log nor its build time says whether its
+   * files are a hidden baseline's (instruction2triton; red team 2026-12-01) */
+  const char *role = getenv("KA_TRITON_ROLE");
+  ka_sb_printf(&sb, "kernelarena triton cache 2\ntriton %s\narch %s\ndriver %s\nrole %s\n", ver,
+               arch, dhash, role ? role : "");
   ka_sb_puts(&sb, request);
   ka_sb_printf(&sb, "source %zu\n", src->len);
   ka_sb_append(&sb, src->text, src->len);
@@ -377,8 +382,12 @@ static int tr_cache_get(const char *key, void **bundle, size_t *len) {
 
 /* Stores the bundle under key (a temporary file renamed into place: readers never see
  * half of one). Best effort. */
+/* A bundle above this is not cached (a submission's units could be made huge; the disk
+ * the cache is on is every evaluation's: red team 2026-12-01). */
+#define TR_CACHE_MAX_BUNDLE ((size_t)8 << 20)
+
 static void tr_cache_put(const char *key, const void *bundle, size_t len) {
-  if (!key[0]) return;
+  if (!key[0] || len > TR_CACHE_MAX_BUNDLE) return;
   const char *dir = getenv("KA_TRITON_CACHE");
   char tmp[PATH_MAX], p[PATH_MAX];
   ka_mkdirs(dir);

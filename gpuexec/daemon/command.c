@@ -829,9 +829,9 @@ static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Devic
     return;
   }
   ka_cmd_env *env = calloc(1, sizeof *env);
-  int erc = env ? ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir,
-                                  NULL)
-                : KA_ENOMEM;
+  int erc =
+      env ? ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir, NULL)
+          : KA_ENOMEM;
   if (erc == KA_EUNAVAIL) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the commands' device: %s", env->note);
   } else if (erc) {
@@ -924,12 +924,20 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
 
 /* ---- the result */
 
-/* The baseline's time of candidate case i named name: the cached baseline's case of the
- * same name, else the case at the same position (the counts are equal); 0 if none. */
-static double cmd_base_ms(const cmd_base *b, int i, const char *name) {
-  for (int k = 0; k < b->ncases; k++)
-    if (!strcmp(b->cases[k].name, name)) return b->cases[k].ms;
-  return i < b->ncases ? b->cases[i].ms : 0;
+/* Matches the candidate's cases to the baseline's by name, each baseline case exactly
+ * once (base[i] = the baseline's time of candidate case i). NULL, or the first
+ * candidate case name that names no baseline case left: a report that names every case
+ * after the slowest baseline case would otherwise raise the speedup without any work
+ * (red team 2026-12-01). The counts are equal (cmd_score). */
+static const char *cmd_match_cases(const cmd_pass *ps, const cmd_base *b, double *base) {
+  unsigned char used[CMD_MAX_CASES] = {0};
+  for (int i = 0; i < ps->ncases; i++) {
+    int k = 0;
+    while (k < b->ncases && (used[k] || strcmp(b->cases[k].name, ps->cases[i].name))) k++;
+    if (k == b->ncases) return ps->cases[i].name;
+    used[k] = 1, base[i] = b->cases[k].ms;
+  }
+  return NULL;
 }
 
 /* Fills res's cases from the candidate's pass against the executor's own cached
@@ -946,13 +954,27 @@ static int cmd_score(const ka_task *t, const cmd_pass *ps, const cmd_base *b, ka
     res->message = strdup(msg);
     return 1;
   }
-  res->cases = calloc((size_t)ps->ncases, sizeof *res->cases);
+  double base_of[CMD_MAX_CASES];
+  const char *unmatched = cmd_match_cases(ps, b, base_of);
+  if (unmatched) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "the performance report's case '%.120s' names no case of the baseline's run that "
+             "is left (each of its cases once, by the same names)",
+             unmatched);
+    res->status = KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+    res->message = strdup(msg);
+    return 1;
+  }
+  if (ps->ncases < 0 || ps->ncases > CMD_MAX_CASES) /* a pass holds at most that many */
+    return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
+  res->cases = calloc((size_t)ps->ncases + 1, sizeof *res->cases);
   if (!res->cases) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
   double sum = 0, cap = t->command->max_speedup;
   char msg[400] = "";
   for (int i = 0; i < ps->ncases; i++) {
     const ka_cmd_case *c = &ps->cases[i];
-    double base = cmd_base_ms(b, i, c->name);
+    double base = base_of[i];
     Kernelarena__V1__CaseResult *cr = malloc(sizeof *cr);
     if (!cr) return res->status = KERNELARENA__V1__STATUS__INFRA_ERROR, 1;
     kernelarena__v1__case_result__init(cr);

@@ -51,7 +51,7 @@ typedef struct ka_cmd_env {
  * colon-separated list of folders, e.g. a venv's bin; NULL or "" for none) before
  * /usr/local/bin:/usr/bin:/bin; the folders of path_prefix and the installation of its
  * first python3 (realpath, two levels up) are readable in the sandbox (e->ro). On cuda:
- * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools
+ * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm
  * and /dev/nvidiaM, M the minor of the index-th GPU (in PCI order: CUDA's order for GPUs of one
  * model) under gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
  * HIP_VISIBLE_DEVICES=index, /dev/kfd and /dev/dri/renderD(128 + index). Where gpuexec

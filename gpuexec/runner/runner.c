@@ -489,6 +489,8 @@ static int rn_build(rn_state *s, const Kernelarena__V1__RunnerJob *job, int base
     /* triton (triton.h): compiled to a bundle of cubins by its own sandboxed process,
      * the plan rewritten onto it; the backend only loads it */
     if (tri_lang) {
+      /* the compile cache keeps baselines' and candidates' entries apart (triton.c) */
+      setenv("KA_TRITON_ROLE", baseline ? "baseline" : "candidate", 1);
       /* inside the job's compile limit (a second for the rest), 60 s when it has none */
       double ct = job->compile_timeout_s;
       double limit = ct > 2 ? ct - 1 : ct > 0 ? ct / 2 : 60;
