@@ -207,6 +207,9 @@ static int tc_parse(yaml_document_t *doc, const char *file, ka_task *t, char *er
   c->ntargets = nt;
   const char *ty = tc_scalar(tc_get(doc, root, "task_type"));
   t->type = strdup(ty && *ty ? ty : "command");
+  /* the seed's task text (what to compute, the signature, tolerances) for the prompt */
+  const char *ins = tc_scalar(tc_get(doc, tc_get(doc, root, "prompt"), "instructions"));
+  if (ins && *ins && !(c->instructions = strdup(ins))) return KA_ENOMEM;
   const char *desc = tc_scalar(tc_get(doc, root, "description"));
   t->description = strdup(desc ? desc : "");
   if (tc_backends(doc, root, t))
@@ -285,6 +288,7 @@ static int tc_prompt(ka_task *t) {
   ka_sb_puts(&sb,
              ", keeping its interface and results. The task's own scripts compile, check and "
              "time it.\n");
+  if (t->command->instructions) ka_sb_printf(&sb, "\n%s\n", t->command->instructions);
   if (sb.oom) {
     ka_sb_free(&sb);
     return KA_ENOMEM;
@@ -343,6 +347,7 @@ void ka_command_spec_free(ka_command_spec *c) {
     for (int i = 0; i < c->ncommands[p]; i++) free(c->commands[p][i]);
   for (int i = 0; i < c->ntargets; i++) free(c->targets[i]);
   for (int i = 0; i < c->nharness; i++) free(c->harness[i]);
+  free(c->instructions);
   free(c);
 }
 

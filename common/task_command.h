@@ -36,6 +36,7 @@ typedef struct ka_command_spec {
   double max_speedup;                /* the speedup cap (config.yaml max_speedup, > 1) */
   char *targets[KA_CMD_MAX_TARGETS]; /* target_kernel_functions (shown in the prompt) */
   int ntargets;
+  char *instructions; /* config.yaml prompt.instructions (in the prompt), or NULL */
   /* harness files (relative paths, sorted) and the SHA-256 (hex) of each at load */
   char *harness[KA_CMD_MAX_HARNESS];
   char harness_sha[KA_CMD_MAX_HARNESS][65];

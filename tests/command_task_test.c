@@ -81,6 +81,8 @@ static void test_fixture(const char *src) {
   check(t->version && strlen(t->version) == 16, "version: 16 hex digits", "%s", t->version);
   check(c->ntargets == 1 && !strcmp(c->targets[0], "row_sum") && strstr(t->prompt, "row_sum"),
         "target_kernel_functions, in the prompt", "%d", c->ntargets);
+  check(c->instructions && strstr(t->prompt, "The sums must match to 1e-9."),
+        "config.yaml prompt.instructions, in the prompt", "%s", t->prompt);
   char path[PATH_MAX], what[PATH_MAX] = "";
   check(!strcmp(ka_task_baseline_path(t, "kernel.py", path, sizeof path) + strlen(t->dir),
                 "/kernel.py"),
