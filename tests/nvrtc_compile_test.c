@@ -508,6 +508,17 @@ static void check_device_fast_normal(const ka_backend_ops *be, ka_backend_ctx *c
     if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
     check(rc == KA_OK && differs == 0, "fast normal: the same key draws the same",
           "dtype %d: differs %d", dt, differs);
+    /* one changed element is seen by the redraw check: in the last, partial group of four
+     * (N = 4k + 3) and at the third element of a group; restored after each (review) */
+    int64_t at[2] = {N - 1, 4 * 1000 + 2};
+    for (int w = 0; w < 2 && rc == KA_OK; w++) {
+      unsigned char keep = h[(size_t)at[w] * es], x = (unsigned char)(keep ^ 0x01);
+      rc = be->copy_to_device(ctx, a + (size_t)at[w] * es, &x, 1);
+      if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
+      check(rc == KA_OK && differs == 1, "fast normal: the redraw check sees one changed element",
+            "dtype %d, element %lld: differs %d", dt, (long long)at[w], differs);
+      if (rc == KA_OK) rc = be->copy_to_device(ctx, a + (size_t)at[w] * es, &keep, 1);
+    }
     f.key ^= 1;
     if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
     check(rc == KA_OK && differs == 1, "fast normal: another key draws other values",
