@@ -91,6 +91,20 @@ fb = render_feedback(s, scale_reward(s.reward))
 check("INCORRECT" in fb and "scaled 0.200" in fb and "n1M: WRONG" in fb and
       "speedup 2.000x" in fb and "characters cut" in fb and len(fb) < 5000,
       "the feedback: status, scaled reward, cases, a clipped log")
+s.observation.compile_log = ""
+s.observation.runtime_log = ("[kernelarena] runner: device opened ahead (warm), job's part 11.2 ms\n"
+                             "[kernelarena] case n1M phases (device staging, 606 calls): setup 1 ms\n"
+                             "[kernelarena] case n1M setup: maps 2.8 ms\n"
+                             "[kernelarena] case n1M device lock: 3 exclusive holds\n"
+                             "[kernelarena] executor: inputs 0.3 ms\n"
+                             "kernel printf: hello\n"
+                             "[kernelarena] verdict: output differs\n")
+fb = render_feedback(s)
+check("kernel printf: hello" in fb and "verdict: output differs" in fb and "phases" not in fb and
+      "runner:" not in fb and "executor:" not in fb and "maps 2.8" not in fb and
+      "exclusive holds" not in fb, "the feedback leaves the executor's timing lines out, keeps the rest")
+s.observation.runtime_log = "[kernelarena] case n1M phases (device staging): setup 1 ms\n"
+check("Runtime output" not in render_feedback(s), "a runtime log of timing lines only: no section")
 
 # reward scaling
 check(scale_reward(0) == 0 and scale_reward(20) == 0.2 and abs(scale_reward(220) - 2.2) < 1e-12,

@@ -206,11 +206,23 @@ def _text(b) -> str:
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
 
 
+# The executor's own timing lines in a runtime log ("[kernelarena] runner: ...", "case X
+# phases ...", "case X setup: ...", "case X device lock: ...", "executor: ..."): about 2 KB
+# a step of how the evaluation spent its time, nothing the model can act on, so they are
+# left out of its feedback (new user 2026-12-01: tokens in every RL turn).
+_TIMING_LINE = re.compile(r"^\[kernelarena\] (runner: |executor: |case \S+ (phases|setup:|device lock:))")
+
+
+def _drop_timing(log: str) -> str:
+    return "\n".join(ln for ln in log.splitlines() if not _TIMING_LINE.match(ln))
+
+
 def render_feedback(resp, scaled: Optional[float] = None) -> str:
     """A StepResponse or EvaluateResponse as text for the model: the status, the reward
     (and its scaled value), every shown case (correct, time, speedup, error), the
     message and the compile and runtime logs (each at most LOG_CHARS characters, both
-    ends kept), and how many steps are left."""
+    ends kept; the runtime log without the executor's timing lines, _TIMING_LINE), and
+    how many steps are left."""
     ob = resp.observation
     st = status_name(ob.status) or "NO_RESULT"
     lines = [f"Evaluation: {st}. Reward {resp.reward:.2f}" +
@@ -228,8 +240,9 @@ def render_feedback(resp, scaled: Optional[float] = None) -> str:
                              (f": {c.message}" if c.message else ""))
     if ob.compile_log.strip() if isinstance(ob.compile_log, str) else ob.compile_log:
         lines += ["Compiler output:", "```", _clip(_text(ob.compile_log)), "```"]
-    if ob.runtime_log.strip() if isinstance(ob.runtime_log, str) else ob.runtime_log:
-        lines += ["Runtime output:", "```", _clip(_text(ob.runtime_log)), "```"]
+    runtime = _drop_timing(_text(ob.runtime_log))
+    if runtime.strip():
+        lines += ["Runtime output:", "```", _clip(runtime), "```"]
     return "\n".join(lines) + "\n"
 
 
