@@ -67,6 +67,14 @@ if [ "$PART" = all ] || [ "$PART" = loop ]; then
 # 2. A long-running server and executor, and one episode of several steps.
 ka_stack "$WORK/tasks"
 
+# an unknown agent is refused before the reset: exit 2, named, and no episode left open
+before=$("$BIN/envctl" health --server "$URL" 2>/dev/null | sed -n 's/.*open_episodes=\([0-9]*\).*/\1/p')
+"$BIN/envctl" episode --server "$URL" --task host/gelu --agent bogus >"$WORK/bogus.out" 2>&1
+rc=$?
+after=$("$BIN/envctl" health --server "$URL" 2>/dev/null | sed -n 's/.*open_episodes=\([0-9]*\).*/\1/p')
+check "--agent bogus: exit 2, the agent named, no episode opened (open $before -> $after)" sh -c \
+  "[ $rc -eq 2 ] && grep -q \"unknown agent 'bogus'\" '$WORK/bogus.out' && ! grep -q '^episode ' '$WORK/bogus.out' && [ -n '$before' ] && [ '$before' = '$after' ]"
+
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"
 AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) cp $SRC/tasks/host/gelu/baseline/gelu.c gelu.c ;; fast.c) cp $CAND/../host_gelu_fast/gelu.c gelu.c ;; *) cp $CAND/\$f gelu.c ;; esac"

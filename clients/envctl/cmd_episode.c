@@ -175,6 +175,10 @@ static int ec_episode(ka_client *c, const ec_opts *o) {
       fprintf(stderr, "envctl: --agent files:%s: no such folder\n", o->agent + 6);
       return 2;
     }
+  } else if (strncmp(o->agent, "command:", 8) && strcmp(o->agent, "baseline")) {
+    /* before the reset: a bad agent must not leave an episode open (new user) */
+    fprintf(stderr, "envctl: unknown agent '%s' (baseline, files:DIR or command:CMD)\n", o->agent);
+    return 2;
   }
   /* reset */
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
