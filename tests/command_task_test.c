@@ -255,6 +255,15 @@ static void test_env(void) {
             !strcmp(e->ro[1], real) && !e->ro[2],
         "the installation a venv's python3 links to is readable too", "%s",
         e->ro[1] ? e->ro[1] : "(none)");
+  /* the same venv with its pyvenv.cfg: its root (lib/, site-packages) is readable too */
+  put("venv/pyvenv.cfg", "home = /x\n");
+  char vroot[PATH_MAX], vreal[PATH_MAX];
+  snprintf(vroot, sizeof vroot, "%s/venv", g_tmp);
+  rc = ka_cmd_env_init(e, "cuda", 0, venv, "/w", gpus);
+  check(rc == KA_OK && realpath(vroot, vreal) && e->ro[1] && !strcmp(e->ro[1], vreal) && e->ro[2] &&
+            !strcmp(e->ro[2], real) && !e->ro[3],
+        "a venv's root (pyvenv.cfg beside its bin) is readable too", "%s",
+        e->ro[1] ? e->ro[1] : "(none)");
   rc = ka_cmd_env_init(e, "cuda", 3, NULL, "/w", gpus);
   check(
       rc == KA_OK && has((char *const *)e->nodes, "/dev/nvidia3") && strstr(e->note, "CUDA index"),

@@ -220,6 +220,19 @@ static int cmd_env_device(ka_cmd_env *e, const char *backend, int index, const c
  * folder two levels above the program its links lead to: a venv's base interpreter, e.g.
  * one that uv keeps under /root), so that the sandboxed command can run it. */
 static void cmd_env_python(ka_cmd_env *e, int nro) {
+  /* the venv a prefix folder is the bin of (pyvenv.cfg beside it): its site-packages are
+   * outside bin/ and must be readable too (review 2026-12-01) */
+  for (int i = 0; i < nro && nro < KA_CMD_MAX_RO; i++) {
+    char cfg[PATH_MAX + 16], root[PATH_MAX];
+    snprintf(root, sizeof root, "%s", e->ro[i]);
+    char *slash = strrchr(root, '/');
+    if (!slash || slash == root) continue;
+    *slash = 0;
+    snprintf(cfg, sizeof cfg, "%s/pyvenv.cfg", root);
+    if (access(cfg, R_OK) != 0 || !realpath(root, e->venv_root)) continue;
+    e->ro[nro++] = e->venv_root;
+    break;
+  }
   for (int i = 0; i < nro && nro < KA_CMD_MAX_RO; i++) {
     char py[PATH_MAX];
     snprintf(py, sizeof py, "%s/python3", e->ro[i]);

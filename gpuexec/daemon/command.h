@@ -42,15 +42,18 @@ typedef struct ka_cmd_env {
   int gpu;                                 /* 1: the sandbox opens nodes (cuda, hip) */
   char ro_buf[1024];
   char python_home[PATH_MAX];        /* the installation of path_prefix's python3 */
-  const char *ro[KA_CMD_MAX_RO + 1]; /* the absolute folders of path_prefix and python_home,
-                                        NULL-terminated */
+  char venv_root[PATH_MAX];          /* the venv a path_prefix folder is the bin of */
+  const char *ro[KA_CMD_MAX_RO + 1]; /* the absolute folders of path_prefix, venv_root and
+                                        python_home, NULL-terminated */
   char note[160];                    /* how the device node was found (for the log) */
 } ka_cmd_env;
 
 /* Fills *e for commands run in workdir on device backend:index. PATH is path_prefix (a
  * colon-separated list of folders, e.g. a venv's bin; NULL or "" for none) before
  * /usr/local/bin:/usr/bin:/bin; the folders of path_prefix and the installation of its
- * first python3 (realpath, two levels up) are readable in the sandbox (e->ro). On cuda:
+ * first python3 (realpath, two levels up) are readable in the sandbox (e->ro), and so is
+ * the venv whose bin the first of them is (its folder holds pyvenv.cfg: its lib/ and
+ * site-packages, torch's, are outside bin/). On cuda:
  * CUDA_VISIBLE_DEVICES=index and the nodes /dev/nvidiactl, /dev/nvidia-uvm
  * and /dev/nvidiaM, M the minor of the index-th GPU (in PCI order: CUDA's order for GPUs of one
  * model) under gpus_dir (KA_NVIDIA_GPUS_DIR; else M = index, said in e->note). On hip:
