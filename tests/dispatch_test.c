@@ -29,6 +29,7 @@
 #include <nng/supplemental/util/platform.h>
 
 #include "ka_common.h"
+#include "ka_nng_test.h"
 #include "kernelarena.pb-c.h"
 
 typedef Kernelarena__V1__Request Req;
@@ -71,40 +72,6 @@ static void cleanup(void) {
 
 /* ---- sockets and messages */
 
-static nng_socket open_req(const char *url) {
-  nng_socket s;
-  int rv = nng_req0_open(&s);
-  REQUIRE(rv == 0, "nng_req0_open: %s", nng_strerror(rv));
-  nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
-  nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 30000);
-  for (int i = 0; i < 200; i++) {
-    if ((rv = nng_dial(s, url, NULL, 0)) == 0) return s;
-    nng_msleep(50);
-  }
-  REQUIRE(rv == 0, "cannot dial %s: %s", url, nng_strerror(rv));
-  return s;
-}
-
-static void send_pb(nng_socket s, const ProtobufCMessage *m) {
-  size_t n = protobuf_c_message_get_packed_size(m);
-  nng_msg *msg;
-  if (nng_msg_alloc(&msg, n)) abort();
-  protobuf_c_message_pack(m, nng_msg_body(msg));
-  int rv = nng_sendmsg(s, msg, 0);
-  REQUIRE(rv == 0, "send: %s", nng_strerror(rv));
-}
-
-static Resp *recv_resp(nng_socket s) {
-  nng_msg *m;
-  int rv = nng_recvmsg(s, &m, 0);
-  REQUIRE(rv == 0, "recv: %s", nng_strerror(rv));
-  Resp *r = kernelarena__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-  nng_msg_free(m);
-  REQUIRE(r != NULL, "undecodable response");
-  return r;
-}
-
 /* The error message of a response, "" when it holds no error (body is a oneof). */
 static const char *errmsg(const Resp *r) {
   return r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? r->error->message : "";
@@ -112,8 +79,8 @@ static const char *errmsg(const Resp *r) {
 
 static Resp *call(nng_socket s, Req *rq) {
   rq->request_id = g_rid++;
-  send_pb(s, &rq->base);
-  return recv_resp(s);
+  ka_nt_send_pb(s, &rq->base);
+  return ka_nt_recv_resp(s);
 }
 
 static Kernelarena__V1__HealthResponse *health(Resp **holder) {
@@ -149,7 +116,7 @@ static void send_step(nng_socket s, const char *ep, int expected) {
   rq.request_id = g_rid++;
   rq.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
   rq.step = &sr;
-  send_pb(s, &rq.base);
+  ka_nt_send_pb(s, &rq.base);
 }
 
 /* ---- a fake executor: one worker id on one socket */
@@ -197,7 +164,7 @@ static void poll_send(fake *f, const Kernelarena__V1__Result *result, uint32_t w
   er.request_id = g_rid++;
   er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
   er.poll = &wp;
-  send_pb(f->sock, &er.base);
+  ka_nt_send_pb(f->sock, &er.base);
 }
 
 /* Receives f's poll answer: the job (free with free_unpacked of *holder) or NULL. */
@@ -223,7 +190,7 @@ static int heartbeat(fake *f, const char *job_id, uint32_t attempt) {
   er.request_id = g_rid++;
   er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
   er.heartbeat = &hb;
-  send_pb(f->sock, &er.base);
+  ka_nt_send_pb(f->sock, &er.base);
   nng_msg *m;
   int rv = nng_recvmsg(f->sock, &m, 0);
   REQUIRE(rv == 0, "heartbeat recv: %s", nng_strerror(rv));
@@ -292,7 +259,7 @@ static void scenario_redispatch(nng_socket cl, fake *x, const char *db) {
   Kernelarena__V1__CaseResult c2[2], *cv2[2];
   make_result(&res2, c2, cv2, j2->job_id, 2, 1.5);
   poll_send(x, &res2, 300);
-  Resp *sr = recv_resp(cl);
+  Resp *sr = ka_nt_recv_resp(cl);
   CHECK(sr->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP, "the step is answered: body %d (%s)",
         sr->body_case, errmsg(sr));
   CHECK(sr->step->reward > 269.9 && sr->step->reward < 270.1,
@@ -333,7 +300,7 @@ static void scenario_lost_twice(nng_socket cl, fake *x, fake *y, fake *z, const 
         "second dispatch to %s, attempt 2 (got %u)", y->id, j2 ? j2->attempt : 0);
   heartbeat(y, j2->job_id, 2);
   poll_send(z, NULL, 4000);
-  Resp *sr = recv_resp(cl); /* y lost too */
+  Resp *sr = ka_nt_recv_resp(cl); /* y lost too */
   CHECK(sr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR && sr->error->retryable,
         "the step fails, retryable: body %d", sr->body_case);
   printf("     %s\n", sr->error->message);
@@ -373,7 +340,7 @@ static void scenario_least_busy(nng_socket cl, nng_socket cl2, fake *a0, fake *a
   make_result(&r2, c2, cv2, j2->job_id, j2->attempt, 1.0);
   poll_send(a0, &r1, 300);
   poll_send(b, &r2, 300);
-  Resp *s1 = recv_resp(cl), *s2 = recv_resp(cl2);
+  Resp *s1 = ka_nt_recv_resp(cl), *s2 = ka_nt_recv_resp(cl2);
   CHECK(s1->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP &&
             s2->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP,
         "both steps answered");
@@ -415,12 +382,13 @@ int main(int argc, char **argv) {
   g_dev.multiprocessors = 8;
   g_dev.warp_size = 1;
   g_dev.memory_bytes = (int64_t)16 << 30;
-  nng_socket cl = open_req(env_url), cl2 = open_req(env_url);
-  g_hs = open_req(env_url);
-  fake x = {"hx/1/host:0", open_req(exec_url)}, y = {"hy/2/host:0", open_req(exec_url)};
-  fake z = {"hz/3/host:0", open_req(exec_url)};
-  fake a0 = {"ha/4/host:0", open_req(exec_url)}, a1 = {"ha/4/host:0#1", open_req(exec_url)};
-  fake b = {"hb/5/host:0", open_req(exec_url)};
+  nng_socket cl = ka_nt_open_req(env_url), cl2 = ka_nt_open_req(env_url);
+  g_hs = ka_nt_open_req(env_url);
+  fake x = {"hx/1/host:0", ka_nt_open_req(exec_url)}, y = {"hy/2/host:0", ka_nt_open_req(exec_url)};
+  fake z = {"hz/3/host:0", ka_nt_open_req(exec_url)};
+  fake a0 = {"ha/4/host:0", ka_nt_open_req(exec_url)},
+       a1 = {"ha/4/host:0#1", ka_nt_open_req(exec_url)};
+  fake b = {"hb/5/host:0", ka_nt_open_req(exec_url)};
   /* every worker registers once (an empty poll), so Reset sees executors */
   fake *all[] = {&x, &y, &z, &a0, &a1, &b};
   for (int i = 0; i < 6; i++) {

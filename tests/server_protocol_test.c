@@ -24,6 +24,7 @@
 
 #include "data.h"
 #include "ka_common.h"
+#include "ka_nng_test.h"
 #include "kernelarena.pb-c.h"
 
 typedef Kernelarena__V1__Request Req;
@@ -65,49 +66,14 @@ static const char *code_name(int c) {
 
 /* ---- sockets */
 
-static nng_socket open_req(const char *url) {
-  nng_socket s;
-  int rv = nng_req0_open(&s);
-  CHECK(rv == 0, "nng_req0_open: %s", nng_strerror(rv));
-  /* The resend timer must be off: a resent Step would be evaluated twice. */
-  nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
-  nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 30000);
-  for (int i = 0; i < 200; i++) {
-    if ((rv = nng_dial(s, url, NULL, 0)) == 0) return s;
-    nng_msleep(50);
-  }
-  CHECK(0, "cannot dial %s: %s", url, nng_strerror(rv));
-  return s;
-}
-
-static void send_pb(nng_socket s, const ProtobufCMessage *m) {
-  size_t n = protobuf_c_message_get_packed_size(m);
-  nng_msg *msg;
-  CHECK(nng_msg_alloc(&msg, n) == 0, "nng_msg_alloc");
-  protobuf_c_message_pack(m, nng_msg_body(msg));
-  int rv = nng_sendmsg(s, msg, 0);
-  CHECK(rv == 0, "send: %s", nng_strerror(rv));
-}
-
 static void send_raw(nng_socket s, const void *p, size_t n) {
   int rv = nng_send(s, (void *)p, n, 0);
   CHECK(rv == 0, "send: %s", nng_strerror(rv));
 }
 
-static Resp *recv_resp(nng_socket s) {
-  nng_msg *m;
-  int rv = nng_recvmsg(s, &m, 0);
-  CHECK(rv == 0, "recv: %s", nng_strerror(rv));
-  Resp *r = kernelarena__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-  nng_msg_free(m);
-  CHECK(r, "undecodable response");
-  return r;
-}
-
 static Resp *call(nng_socket s, Req *rq) {
-  send_pb(s, &rq->base);
-  Resp *r = recv_resp(s);
+  ka_nt_send_pb(s, &rq->base);
+  Resp *r = ka_nt_recv_resp(s);
   CHECK(r->request_id == rq->request_id, "request_id %llu echoed as %llu",
         (unsigned long long)rq->request_id, (unsigned long long)r->request_id);
   return r;
@@ -193,7 +159,7 @@ static void send_step(nng_socket s, const char *ep, int expected, const char *pa
   make_step(&rq, &sr, &f, fv, ep, expected, path, src, src ? strlen(src) : 0);
   rq.deadline_ms = deadline_ms;
   if (rid) *rid = rq.request_id;
-  send_pb(s, &rq.base);
+  ka_nt_send_pb(s, &rq.base);
 }
 
 static Resp *do_step(nng_socket s, const char *ep, int expected, const char *path, const void *data,
@@ -231,7 +197,7 @@ static void exec_send(nng_socket e, const Kernelarena__V1__Result *result, uint3
   er.request_id = g_rid++;
   er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
   er.poll = &wp;
-  send_pb(e, &er.base);
+  ka_nt_send_pb(e, &er.base);
 }
 
 static Kernelarena__V1__ExecResponse *exec_recv(nng_socket e) {
@@ -401,7 +367,7 @@ static void send_eval(nng_socket s, Kernelarena__V1__EvaluateRequest *ev, uint64
   rq.body_case = KERNELARENA__V1__REQUEST__BODY_EVALUATE;
   rq.evaluate = ev;
   *rid = rq.request_id;
-  send_pb(s, &rq.base);
+  ka_nt_send_pb(s, &rq.base);
 }
 
 static int state_step(nng_socket s, const char *ep, int *inflight) {
@@ -429,7 +395,7 @@ static int exec_heartbeat(nng_socket e, const char *wid, const char *job_id) {
   er.request_id = g_rid++;
   er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT;
   er.heartbeat = &hb;
-  send_pb(e, &er.base);
+  ka_nt_send_pb(e, &er.base);
   Kernelarena__V1__ExecResponse *r = exec_recv(e);
   CHECK(r->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_HEARTBEAT, "heartbeat body %d",
         r->body_case);
@@ -454,8 +420,8 @@ static void phase2(const char *bin, const char *tasks) {
     perror("exec envserver");
     _exit(127);
   }
-  nng_socket a = open_req(env_url), b = open_req(env_url), e = open_req(exec_url),
-             e2 = open_req(exec_url);
+  nng_socket a = ka_nt_open_req(env_url), b = ka_nt_open_req(env_url), e = ka_nt_open_req(exec_url),
+             e2 = ka_nt_open_req(exec_url);
   exec_send(e, NULL, 100);
   exec_expect_empty(e);
   Resp *r;
@@ -481,7 +447,7 @@ static void phase2(const char *bin, const char *tasks) {
     /* request_id 77, then field 99 (varint 1): a method from a newer protocol */
     static const unsigned char m[] = {0x08, 77, 0x98, 0x06, 0x01};
     send_raw(a, m, sizeof m);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     EXPECT_ERROR(r, UNIMPLEMENTED);
     CHECK(r->request_id == 77, "id");
     free_resp(r);
@@ -534,7 +500,7 @@ static void phase2(const char *bin, const char *tasks) {
             r->cancel->step == 1,
         "cancel");
   free_resp(r);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   CHECK(r->request_id == rid, "cancelled step reply id");
   EXPECT_ERROR(r, CANCELLED);
   free_resp(r);
@@ -578,7 +544,7 @@ static void phase2(const char *bin, const char *tasks) {
     exec_send(e2, &res, 100);
   }
   kernelarena__v1__exec_response__free_unpacked(h2, NULL);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   CHECK(r->request_id == rid && r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP &&
             r->step->reward == 245.0,
         "re-dispatched step reply");
@@ -676,7 +642,7 @@ static void phase2(const char *bin, const char *tasks) {
     res.n_cases = 3;
     exec_send(e, &res, 100);
     kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     CHECK(r->request_id == rid && r->body_case == KERNELARENA__V1__RESPONSE__BODY_EVALUATE,
           "evaluate body %d", r->body_case);
     Kernelarena__V1__EvaluateResponse *er = r->evaluate;
@@ -713,7 +679,7 @@ static void phase2(const char *bin, const char *tasks) {
     res.n_cases = 3; /* an executor that ran them anyway */
     exec_send(e, &res, 100);
     kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_EVALUATE &&
               r->evaluate->observation->n_cases == 2 && r->evaluate->seed == 5,
           "held-out case leaked");
@@ -798,7 +764,7 @@ int main(int argc, char **argv) {
   g_dev.shared_bytes_per_block = 48 << 10;
   g_dev.mem_bandwidth_gbps = 100;
 
-  nng_socket a = open_req(env_url), b = open_req(env_url), e = open_req(exec_url);
+  nng_socket a = ka_nt_open_req(env_url), b = ka_nt_open_req(env_url), e = ka_nt_open_req(exec_url);
   char *baseline = slurp(tasks, "host/gelu/baseline/gelu.c");
   char *prompt_md = slurp(tasks, "host/gelu/prompt.md");
 
@@ -949,11 +915,11 @@ int main(int argc, char **argv) {
     static const unsigned char junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
                                          0xff, 0xff, 0xff, 0xff, 0x01, 0x02};
     send_raw(a, junk, sizeof junk);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     EXPECT_ERROR(r, MALFORMED);
     free_resp(r);
     send_raw(a, "", 0);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     EXPECT_ERROR(r, MALFORMED);
     free_resp(r);
     /* A valid Step cut in the middle of its file: the request_id still comes back. */
@@ -967,7 +933,7 @@ int main(int argc, char **argv) {
     kernelarena__v1__request__pack(&rq, buf);
     send_raw(a, buf, n - 40);
     free(buf);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     EXPECT_ERROR(r, MALFORMED);
     CHECK(r->request_id == 4242, "truncated request's id came back as %llu",
           (unsigned long long)r->request_id);
@@ -1015,7 +981,7 @@ int main(int argc, char **argv) {
     exec_send(e, &res, 300);
   }
   kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   CHECK(r->request_id == rid, "step reply id");
   CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP, "step body %d: %s", r->body_case,
         r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR ? r->error->message : "");
@@ -1055,7 +1021,7 @@ int main(int argc, char **argv) {
     exec_send(e, &res, 200);
   }
   kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   CHECK(r->request_id == rid && r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP,
         "step 2 body %d", r->body_case);
   st = r->step;
@@ -1077,7 +1043,7 @@ int main(int argc, char **argv) {
     exec_send(e, &res, 200);
   }
   kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   EXPECT_ERROR(r, INTERNAL);
   CHECK(r->error->retryable, "INFRA_ERROR must be retryable");
   free_resp(r);
@@ -1092,7 +1058,7 @@ int main(int argc, char **argv) {
   job = exec_take(e, &holder);
   kernelarena__v1__exec_response__free_unpacked(holder, NULL);
   exec_send(e, NULL, 200); /* as after a restart: the job is lost */
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   EXPECT_ERROR(r, INTERNAL);
   CHECK(r->error->retryable && r->request_id == rid, "dropped job reply");
   free_resp(r);
@@ -1101,7 +1067,7 @@ int main(int argc, char **argv) {
 
   printf("step 3 again with a deadline and no executor polling\n");
   send_step(a, ep, 2, "gelu.c", v1, 300, &rid);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   EXPECT_ERROR(r, DEADLINE_EXCEEDED);
   CHECK(r->error->retryable && r->request_id == rid, "deadline reply");
   free_resp(r);
@@ -1131,7 +1097,7 @@ int main(int argc, char **argv) {
     exec_send(e, &res, 200);
   }
   kernelarena__v1__exec_response__free_unpacked(holder, NULL);
-  r = recv_resp(a);
+  r = ka_nt_recv_resp(a);
   CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP && r->step->truncated,
         "last step must be truncated");
   free_resp(r);
@@ -1191,7 +1157,7 @@ int main(int argc, char **argv) {
     CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_CLOSE && r->close->was_open,
           "close with a step in flight");
     free_resp(r);
-    r = recv_resp(a);
+    r = ka_nt_recv_resp(a);
     CHECK(r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR && r->request_id == rid &&
               r->error->code == KERNELARENA__V1__ERROR_CODE__CANCELLED && !r->error->retryable,
           "the in-flight step of the closed episode is answered CANCELLED");

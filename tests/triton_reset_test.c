@@ -21,6 +21,7 @@
 #include <nng/supplemental/util/platform.h>
 
 #include "ka_common.h"
+#include "ka_nng_test.h"
 #include "kernelarena.pb-c.h"
 
 #define CHECK(cond, ...)                                                       \
@@ -48,39 +49,9 @@ static void cleanup(void) {
   if (g_tmp[0]) ka_rmtree(g_tmp);
 }
 
-static nng_socket open_req(const char *url) {
-  nng_socket s;
-  int rv = nng_req0_open(&s);
-  CHECK(rv == 0, "nng_req0_open: %s", nng_strerror(rv));
-  nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-  nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
-  nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 30000);
-  for (int i = 0; i < 200; i++) {
-    if ((rv = nng_dial(s, url, NULL, 0)) == 0) return s;
-    nng_msleep(50);
-  }
-  CHECK(0, "cannot dial %s: %s", url, nng_strerror(rv));
-  return s;
-}
-
-static void send_pb(nng_socket s, const ProtobufCMessage *m) {
-  size_t n = protobuf_c_message_get_packed_size(m);
-  nng_msg *msg;
-  CHECK(nng_msg_alloc(&msg, n) == 0, "nng_msg_alloc");
-  protobuf_c_message_pack(m, nng_msg_body(msg));
-  int rv = nng_sendmsg(s, msg, 0);
-  CHECK(rv == 0, "send: %s", nng_strerror(rv));
-}
-
 static Resp *call(nng_socket s, Req *rq) {
-  send_pb(s, &rq->base);
-  nng_msg *m;
-  int rv = nng_recvmsg(s, &m, 0);
-  CHECK(rv == 0, "recv: %s", nng_strerror(rv));
-  Resp *r = kernelarena__v1__response__unpack(NULL, nng_msg_len(m), nng_msg_body(m));
-  nng_msg_free(m);
-  CHECK(r, "undecodable response");
-  return r;
+  ka_nt_send_pb(s, &rq->base);
+  return ka_nt_recv_resp(s);
 }
 
 static Resp *do_reset(nng_socket s, const char *task) {
@@ -104,7 +75,7 @@ static void send_step(nng_socket s, const char *ep) {
   rq.request_id = g_rid++;
   rq.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
   rq.step = &sr;
-  send_pb(s, &rq.base);
+  ka_nt_send_pb(s, &rq.base);
 }
 
 /* One poll of a fake executor; returns the response (caller frees). */
@@ -118,7 +89,7 @@ static Kernelarena__V1__ExecResponse *poll_once(nng_socket e, const char *worker
   er.request_id = g_rid++;
   er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
   er.poll = &wp;
-  send_pb(e, &er.base);
+  ka_nt_send_pb(e, &er.base);
   nng_msg *m;
   int rv = nng_recvmsg(e, &m, 0);
   CHECK(rv == 0, "executor recv: %s", nng_strerror(rv));
@@ -164,7 +135,8 @@ int main(int argc, char **argv) {
     perror("exec envserver");
     _exit(127);
   }
-  nng_socket c = open_req(env_url), e1 = open_req(exec_url), e2 = open_req(exec_url);
+  nng_socket c = ka_nt_open_req(env_url), e1 = ka_nt_open_req(exec_url),
+             e2 = ka_nt_open_req(exec_url);
 
   /* 1. a cuda executor without triton */
   Kernelarena__V1__Device plain, tri;
