@@ -17,6 +17,10 @@ ka_init command_tasks
 
 # The task folder is copied, so that a run can never change the fixture in the source tree.
 cp -r "$FIX/tasks" "$WORK/tasks"
+# the same task with its correctness command exec'd by the shell (quiet_sleep below)
+cp -r "$WORK/tasks/suite/demo/sum_py" "$WORK/tasks/suite/demo/sum_py_exec"
+sed -i 's|^  - python3 scripts/check.py|  - exec python3 scripts/check.py|' \
+  "$WORK/tasks/suite/demo/sum_py_exec/config.yaml"
 before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 
 # 1. Loading: envctl tasks lists both command tasks with their kind and backends.
@@ -96,6 +100,16 @@ check "the baseline was measured once for the 25 steps" \
 after=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 check "the task folder is unchanged (commands ran in a copy)" [ "$before" = "$after" ]
 check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"
+
+# 2b. A command that leaves its output pipe and runs on is still ended at its deadline.
+t0=$(date +%s)
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_exec --seed 3 --max-steps 1 \
+  --workspace "$WORK/ws-exec" --agent "command:cp $CAND/quiet_sleep.py kernel.py" \
+  >"$WORK/exec.out" 2>&1
+t1=$(date +%s)
+cat "$WORK/exec.out"
+check "quiet_sleep (exec'd, its output closed): TIMEOUT at the 5 s deadline, in $((t1 - t0)) s" sh -c \
+  "grep '^step 1:' '$WORK/exec.out' | grep -q 'status TIMEOUT' && [ $((t1 - t0)) -lt 25 ]"
 
 # 3. The step's info carries the integrity level; a harness file is refused in a step.
 # the agent of a new episode takes its step itself, from the workspace (envctl step --json)

@@ -23,6 +23,6 @@ set_tests_properties(triton_baselines triton_faults triton_candidates triton_adv
                      ENVIRONMENT "${KA_TRITON_TEST_ENV}")
 # the driver's own guards (its audit hook's task-folder refusal, the kernel-body check), in
 # Python without triton
-add_test(NAME triton_driver COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/triton_driver_test.py
+add_test(NAME triton_driver COMMAND ${PROJECT_SOURCE_DIR}/.venv/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/triton_driver_test.py
          ${PROJECT_SOURCE_DIR}/gpuexec/backends/triton_compile.py ${PROJECT_SOURCE_DIR}/tasks)
 set_tests_properties(triton_driver PROPERTIES TIMEOUT 30)

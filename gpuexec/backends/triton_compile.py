@@ -105,27 +105,89 @@ _BODY_NAMES_REFUSED = frozenset((
     "getattr", "setattr", "delattr", "hasattr", "__import__", "eval", "exec", "compile",
     "globals", "locals", "vars", "open", "input", "breakpoint", "memoryview", "type", "object",
     "super", "classmethod", "staticmethod", "property", "dir", "help", "id", "exit", "quit"))
-_TRITON_ATTRS = ("language", "cdiv", "next_power_of_2", "jit", "constexpr")
+_TRITON_ATTRS = ("cdiv", "next_power_of_2", "jit", "constexpr")
+_MODULE_NAMES = ("tl", "triton", "math")
+
+
+def _public_values(mod):
+    """The public members of mod that are not modules (what a kernel may name in it)."""
+    import types
+    return {n for n in dir(mod) if not n.startswith("_")
+            and not isinstance(getattr(mod, n, None), types.ModuleType)}
+
+
+_ALLOWED_CHAINS = None
+
+
+def _allowed_chains():
+    """Attribute chains a kernel body may use, as tuples after their root: of
+    triton.language (tl) its public non-module members, tl.math.*, tl.extra.libdevice.*
+    and tl.extra.cuda.libdevice.*; of triton cdiv, next_power_of_2, jit, constexpr and
+    triton.language as tl; of math its functions and constants. Everything else, tl.core
+    (a module holding builtins: red team 2026-12-01) among it, is refused."""
+    global _ALLOWED_CHAINS
+    if _ALLOWED_CHAINS is None:
+        import math
+        import triton.language as tlang
+        tl = {(n,) for n in _public_values(tlang)}
+        tl |= {("math", n) for n in _public_values(tlang.math)}
+        # tl.extra.libdevice resolves per target when the kernel compiles (no attribute
+        # to list): its names are CUDA's libdevice module's
+        import importlib
+        ld = importlib.import_module("triton.language.extra.cuda.libdevice")
+        for path in (("extra", "libdevice"), ("extra", "cuda", "libdevice")):
+            tl |= {path + (n,) for n in _public_values(ld)}
+        _ALLOWED_CHAINS = {
+            "tl": tl,
+            "triton": {(n,) for n in _TRITON_ATTRS} | {("language",) + c for c in tl},
+            "math": {(n,) for n in _public_values(math)},
+        }
+    return _ALLOWED_CHAINS
 
 
 def check_body(where, node):
     """A @triton.jit body: no builtin that reaches arbitrary objects (_BODY_NAMES_REFUSED),
-    no dunder attribute, and of triton itself only triton.language and its helpers."""
+    no attribute starting with "_", tl, triton and math only as the roots of the chains
+    _allowed_chains() lists (never as values of their own), and of any other value no
+    attribute that names a module there (core, builtins, os, sys, ...)."""
+    parents = {}
+    for sub in ast.walk(node):
+        for child in ast.iter_child_nodes(sub):
+            parents[child] = sub
+    chains = _allowed_chains()
     for sub in ast.walk(node):
         if isinstance(sub, ast.Name) and sub.id in _BODY_NAMES_REFUSED:
             fail(f"{where}: '{sub.id}' is not allowed in the triton compile (kernel '{node.name}')")
-        if isinstance(sub, ast.Attribute):
-            if sub.attr.startswith("__"):
-                fail(f"{where}: attribute '{sub.attr}' is not allowed in the triton compile "
-                     f"(kernel '{node.name}')")
-            chain = []
-            v = sub
-            while isinstance(v, ast.Attribute):
-                chain.append(v.attr)
-                v = v.value
-            if isinstance(v, ast.Name) and v.id == "triton" and chain[-1] not in _TRITON_ATTRS:
-                fail(f"{where}: triton.{chain[-1]} is not allowed in the triton compile (kernel "
-                     f"'{node.name}': use triton.language)")
+        if isinstance(sub, ast.Name) and sub.id in _MODULE_NAMES and sub is not node:
+            up = parents.get(sub)
+            if not (isinstance(up, ast.Attribute) and up.value is sub):
+                fail(f"{where}: '{sub.id}' as a value is not allowed in the triton compile "
+                     f"(kernel '{node.name}': name its members)")
+        if not isinstance(sub, ast.Attribute):
+            continue
+        if sub.attr.startswith("_"):
+            fail(f"{where}: attribute '{sub.attr}' is not allowed in the triton compile "
+                 f"(kernel '{node.name}')")
+        if isinstance(parents.get(sub), ast.Attribute) and parents[sub].value is sub:
+            continue  # the outermost attribute of a chain checks the whole chain
+        chain, v = [], sub
+        while isinstance(v, ast.Attribute):
+            chain.append(v.attr)
+            v = v.value
+        chain.reverse()
+        root = v.id if isinstance(v, ast.Name) else None
+        if root in chains:
+            if tuple(chain) not in chains[root]:
+                fail(f"{where}: {root}.{'.'.join(chain)} is not allowed in the triton compile "
+                     f"(kernel '{node.name}': triton.language, tl.math, tl.extra.libdevice)")
+        elif any(a in _MODULE_ATTRS for a in chain):
+            fail(f"{where}: attribute '{next(a for a in chain if a in _MODULE_ATTRS)}' is not "
+                 f"allowed in the triton compile (kernel '{node.name}')")
+
+
+_MODULE_ATTRS = frozenset(("core", "builtins", "os", "sys", "subprocess", "compiler", "runtime",
+                           "backends", "importlib", "language", "extra", "math", "semantic",
+                           "standard", "random", "types", "ctypes", "shutil", "pathlib", "io"))
 
 
 def check_source(path, text):
@@ -222,8 +284,18 @@ _REFUSED = ("os.system", "os.exec", "os.spawn", "os.fork", "os.forkpty", "os.kil
             "ctypes.dlopen", "pty.spawn")
 
 
+_TRITON_DIR = ""  # triton's own folder (main, once triton is imported): its ptxas lives there
+
+
 def _is_ptxas(path):
-    return os.path.basename(os.fsdecode(path or "")).startswith("ptxas")
+    """Triton's own ptxas: by its real path under triton's folder, not by a name a
+    submission could give a link to /bin/sh (red team 2026-12-01)."""
+    try:
+        real = os.path.realpath(os.fsdecode(path or ""))
+    except (TypeError, ValueError):
+        return False
+    return (bool(_TRITON_DIR) and real.startswith(_TRITON_DIR + os.sep)
+            and os.path.basename(real).startswith("ptxas"))
 
 
 # The task folders (KA_TRITON_DENY, set by gpuexec: the registry's root), never opened
@@ -270,6 +342,8 @@ def main():
     for name in ("torch", "numpy"):
         sys.modules[name] = None
     import triton
+    global _TRITON_DIR
+    _TRITON_DIR = os.path.realpath(os.path.dirname(triton.__file__))
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
     sys.addaudithook(_audit)

@@ -402,8 +402,21 @@ static int cmd_run(const ka_cmd_env *e, const char *cmdline, double timeout_s, c
     if (sb.len < CMD_SCAN_MAX) ka_sb_append(&sb, buf, (size_t)n);
   }
   close(pfd[0]);
+  /* the deadline holds here too: a command that closed its output (pointed it at
+   * /dev/null) and runs on is ended at it (red team 2026-12-01: `exec` in a command, or a
+   * shell that execs, left a waitpid without limit) */
   int st = 0;
-  while (waitpid(m, &st, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    pid_t w = waitpid(m, &st, WNOHANG);
+    if (w == m || (w < 0 && errno != EINTR)) break;
+    double now = ka_now_s();
+    if (!o->timed_out && now >= deadline) {
+      o->timed_out = 1;
+      kill(m, SIGTERM);
+      hard = now + CMD_GRACE_S;
+    }
+    if (o->timed_out && now >= hard) kill(-m, SIGKILL);
+    usleep(10000);
   }
   o->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   if (o->exit_code == 124 && o->timed_out) o->exit_code = 128 + SIGKILL;
