@@ -61,6 +61,11 @@ check "KA_JOB_REPS=0, KA_JOB_WARMUP=-1: both warned about" sh -c \
   "grep -q 'ignoring KA_JOB_REPS=0' '$WORK/bad-reps.out' && grep -q 'ignoring KA_JOB_WARMUP=-1' '$WORK/bad-reps.out'"
 check "... and the prompt states the defaults (3 warm-up, 20 timed calls)" \
   grep -q "3 warm-up and 20 timed calls per case" "$WORK/prompt-bad.md"
+# the trial pipe (worker.c, wk_early): the first case's outputs are compared while the
+# runner goes on, and a wrong output compared so still makes the step INCORRECT
+early=$(sed -n 's/.*(\([0-9]*\) of 2 cases compared while the runner timed).*/\1/p' "$WORK/bad-reps.out")
+check "wrong: compared while the runner timed (${early:-no line}), still INCORRECT" sh -c \
+  "[ '${early:-0}' -ge 1 ] && grep -q '^step 1: status INCORRECT' '$WORK/bad-reps.out' && grep -q 'elements differ; first at' '$WORK/bad-reps.out'"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = loop ]; then

@@ -95,6 +95,7 @@ static void evaluate(const ka_exec_config *cfg, const char *task_id, const char 
   dev.index = 0;
   kernelarena__v1__result__init(res);
   ka_evaluate(cfg, &dev, &job, res);
+  ka_evaluate_finish(cfg);
   free(text);
 }
 

@@ -348,6 +348,9 @@ static void *gx_worker_main(void *arg) {
       if (gx_worker_redial(w, &sock)) break;
       continue;
     }
+    /* the result is on its way: the evaluation's buffers are freed and the next runner
+     * started while the server records it */
+    ka_evaluate_finish(w->cfg);
     nng_msg *reply;
     if ((rv = nng_recvmsg(sock, &reply, 0)) != 0) {
       if (!warned++)
@@ -393,6 +396,7 @@ static void *gx_worker_main(void *arg) {
     kernelarena__v1__exec_response__free_unpacked(resp, NULL);
   }
   if (have_pending) ka_result_clear(&pending);
+  ka_evaluate_finish(w->cfg);
   nng_close(sock);
   return NULL;
 }

@@ -52,6 +52,14 @@ typedef struct ka_exec_config {
 void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                  const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res);
 
+/* Finishes the calling thread's last ka_evaluate once its result is sent: frees the
+ * evaluation's buffers (gelu's take tens of milliseconds to unmap) and folder, and warms
+ * the device's next runner (ka_pool_warm), so none of it is on the step's critical path.
+ * A no-op when nothing is left; ka_evaluate calls it first itself, so a caller that
+ * never does loses nothing but that time. Per thread: call it from the thread that
+ * called ka_evaluate. */
+void ka_evaluate_finish(const ka_exec_config *cfg);
+
 /* Kills the process group of every runner still running (gpuexec shutdown). */
 void ka_kill_runners(void);
 

@@ -40,7 +40,7 @@
  * caches' memfds (wk_pack_images), and up to three more (the go pipe, the device lock's
  * two files: wk_runner) */
 #define WK_SHARE_MAX (WK_MAX_CASES * KA_MAX_TENSORS + 2)
-#define WK_PASS_MAX (WK_SHARE_MAX + 3)
+#define WK_PASS_MAX (WK_SHARE_MAX + 4) /* + the go byte or the lock's two, + the trial pipe */
 #define WK_COMPILE_S 60.0 /* longest compile of a candidate (RunnerJob.compile_timeout_s) */
 
 /* One tensor of a case as the worker hands it to the runner. Inputs: the cache entry's
@@ -60,6 +60,8 @@ typedef struct wk_case {
   const ka_case *c;
   ka_refentry *e; /* correctness inputs and reference (refcache.h), held */
   wk_tensor t[KA_MAX_TENSORS];
+  int compared;                   /* cmp holds the outputs' comparisons (wk_compare_case) */
+  ka_compare cmp[KA_MAX_TENSORS]; /* per output tensor */
 } wk_case;
 
 static char *wk_strdup(const char *s) {
@@ -390,6 +392,21 @@ static rlim_t wk_host_as_bytes(void) {
 /* Starts the supervisor and its runner in workdir. The runner's stdin is a socket: the
  * job and its memfds come over it later (wk_send_job). preopen ("cuda:0", or NULL): the
  * runner opens that device before it reads the job (a warm runner of the pool). */
+/* In a vfork child: every caught signal back to its default action (the child has its
+ * own table of actions; a handler of ours would run on the parent's memory), then the
+ * parent's signal mask restored. System calls only. */
+static void wk_child_signals(const sigset_t *mask) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++) {
+    struct sigaction cur;
+    if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &cur) != 0) continue;
+    if (cur.sa_handler != SIG_DFL && cur.sa_handler != SIG_IGN) sigaction(sig, &dfl, NULL);
+  }
+  sigprocmask(SIG_SETMASK, mask, NULL);
+}
+
 static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *workdir,
                     const char *preopen, double cpu_limit_s, wk_child *ch, char *err,
                     size_t errlen) {
@@ -423,14 +440,26 @@ static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *
   int host = backend && !strcmp(backend, "host");
   rlim_t as_bytes = wk_host_as_bytes();
   struct rlimit as = {as_bytes, as_bytes};
-  pid_t pid = fork();
+  /* vfork, not fork: gpuexec maps gigabytes (the reference cache, the outputs' memfds),
+   * and fork copies the page tables of all of it (~20 ms at 2 GiB, ~80 ms at 8 GiB on a
+   * step's critical path, bench/spawn_cost.c) and makes every later write of the other
+   * threads a copy-on-write fault until the child's execve. The child shares our memory
+   * until then, so it only makes system calls: no signal handler of ours may run in it
+   * (all blocked across the vfork, its caught ones reset before they are unblocked). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = vfork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
+    int e = errno;
     close(pin[0]), close(pin[1]), close(pres[0]), close(pres[1]), close(perr[0]), close(perr[1]);
     close(pst[0]), close(pst[1]);
-    return ka_seterr(err, errlen, KA_ESYS, "fork: %s", strerror(errno));
+    return ka_seterr(err, errlen, KA_ESYS, "vfork: %s", strerror(e));
   }
   if (pid == 0) {
-    /* child: only async-signal-safe calls until execve */
+    /* child: system calls only until execve (it runs on the parent's memory) */
+    wk_child_signals(&old);
     setpgid(0, 0);
     dup2(pin[0], 0);
     dup2(perr[1], 1);
@@ -725,6 +754,19 @@ static void wk_baseline_check(const ka_task *t, const Kernelarena__V1__Device *d
   }
 }
 
+/* Compares case wc's trial outputs (in its memfds) with its reference, every output
+ * tensor at the task's tolerance, into wc->cmp; sets wc->compared. */
+static void wk_compare_case(const ka_task *t, wk_case *wc) {
+  for (int k = 0; k < t->ntensors; k++) {
+    if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
+    double atol, rtol;
+    ka_task_tolerance(t, k, &atol, &rtol);
+    ka_compare_outputs_scaled(t->tensors[k].dtype, wc->t[k].map, wc->t[k].ref, wc->t[k].elems, atol,
+                              rtol, wc->e->ref_max[k], &wc->cmp[k]);
+  }
+  wc->compared = 1;
+}
+
 static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1__RunnerResult *rr,
                      Kernelarena__V1__Result *res) {
   int all_ok = 1;
@@ -740,13 +782,12 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
     KA_CASE_TIMINGS_COPY(cr, rc);
     cr->correct = 1;
     ka_sb msg = {0};
+    /* compared already while the runner timed its calls (wk_early_judge), or now */
+    if (!cs[i].compared) wk_compare_case(t, &cs[i]);
     for (int k = 0; k < t->ntensors; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
-      ka_compare cmp;
-      double atol, rtol;
-      ka_task_tolerance(t, k, &atol, &rtol);
-      int ok = ka_compare_outputs_scaled(t->tensors[k].dtype, cs[i].t[k].map, cs[i].t[k].ref,
-                                         cs[i].t[k].elems, atol, rtol, cs[i].e->ref_max[k], &cmp);
+      const ka_compare cmp = cs[i].cmp[k];
+      int ok = cmp.mismatches == 0;
       cr->elements += cmp.elements;
       cr->mismatches += cmp.mismatches;
       if (cmp.max_abs_err > cr->max_abs_err) cr->max_abs_err = cmp.max_abs_err;
@@ -1406,11 +1447,12 @@ static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t);
  * if it has a live one, else one started now (in a new workdir); a warm runner that
  * cannot take the job is discarded and a fresh one started. KA_OK, or INFRA_ERROR in res. */
 static int wk_runner_send(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *allfds,
-                          int nall, int go[2], int lock_at, Kernelarena__V1__Result *res, char *err,
-                          size_t errlen);
+                          int nall, int go[2], int lock_at, int trial_at,
+                          Kernelarena__V1__Result *res, char *err, size_t errlen);
 
 static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *fds,
-                     int nfds, Kernelarena__V1__Result *res, char *err, size_t errlen) {
+                     int nfds, int trial_w, Kernelarena__V1__Result *res, char *err,
+                     size_t errlen) {
   /* the job goes out at once; the runner compiles meanwhile, and starts its cases only
    * once the device's previous runner is gone (the "go" byte after wk_drain), so that one
    * context's teardown never overlaps another evaluation's timed calls */
@@ -1426,9 +1468,11 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
   int nall = nfds;
   if (go[0] >= 0) allfds[nall++] = go[0];
   if (locked) allfds[nall++] = lk[0], allfds[nall++] = lk[1];
+  int trial_at = trial_w >= 0 ? nall : -1;
+  if (trial_w >= 0) allfds[nall++] = trial_w;
   if (go[0] < 0 && !locked) wk_drain(ev->dev);
-  int rc =
-      wk_runner_send(ev, ch, jbuf, jlen, allfds, nall, go, locked ? nfds : -1, res, err, errlen);
+  int rc = wk_runner_send(ev, ch, jbuf, jlen, allfds, nall, go, locked ? nfds : -1, trial_at, res,
+                          err, errlen);
   /* kept until the runner is reaped (wk_finish): see wk_child; no runner: closed now */
   if (locked && rc == KA_OK) ch->lock_m = lk[0], ch->lock_t = lk[1];
   if (locked && rc != KA_OK) close(lk[0]), close(lk[1]);
@@ -1438,11 +1482,11 @@ static int wk_runner(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, cons
 
 /* wk_runner's attempts: a warm runner, else (or if it is gone) a fresh one, gets the job
  * with allfds; go is the go byte's pipe ({-1, -1}: none), lock_at the index of the device
- * lock's two fds in allfds (-1: none). */
+ * lock's two fds in allfds (-1: none), trial_at the trial pipe's (-1: none), the last. */
 static int wk_runner_send(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen, const int *allfds,
-                          int nall, int go[2], int lock_at, Kernelarena__V1__Result *res, char *err,
-                          size_t errlen) {
-  int nfds = nall - (go[0] >= 0) - (lock_at >= 0 ? 2 : 0);
+                          int nall, int go[2], int lock_at, int trial_at,
+                          Kernelarena__V1__Result *res, char *err, size_t errlen) {
+  int nfds = nall - (go[0] >= 0) - (lock_at >= 0 ? 2 : 0) - (trial_at >= 0);
   for (int attempt = 0; attempt < 2; attempt++) {
     int warm = attempt == 0 && wk_pool_take(ev->dev, ch, ev->workdir, sizeof ev->workdir);
     if (!warm) {
@@ -1474,6 +1518,8 @@ static int wk_runner_send(wk_eval *ev, wk_child *ch, uint8_t *jbuf, size_t jlen,
       rj->has_lock_fds = lock_at >= 0;
       rj->lock_fd = lock_at;
       rj->turn_fd = lock_at + 1;
+      rj->has_trial_fd = trial_at >= 0;
+      rj->trial_fd = trial_at;
       len = kernelarena__v1__runner_job__get_packed_size(rj);
       buf = malloc(len + 1);
       if (buf) kernelarena__v1__runner_job__pack(rj, buf);
@@ -1614,9 +1660,85 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
   if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
 }
 
+/* ---- judging while the runner times ------------------------------------------------
+ * The runner writes a case's index on the trial pipe once that case's trial outputs are
+ * in their memfds for good (RunnerJob.trial_fd: it has unmapped them, and submitted code
+ * never runs in a runner's process: GPU kernels reach no pageable host memory, and the
+ * host backend's module process never gets these memfds). A thread of ours compares them with the
+ * reference meanwhile, so that gelu's ~55 ms of host comparison leave the step's
+ * critical path; a case it did not get to is compared by wk_judge at the end, as before.
+ * Which case comes when changes nothing but time: the comparison of a case is the same
+ * whenever it is made, and only the runner's result decides whether it counts. */
+typedef struct wk_early {
+  const ka_task *t;
+  wk_case *cs;
+  int ncases;
+  int trial_r;  /* the trial pipe's read end (non-blocking) */
+  int stop[2];  /* a pipe: the main thread's "the runner is done" */
+  int compared; /* cases this thread compared */
+  pthread_t th;
+  int started;
+} wk_early;
+
+/* Compares the cases whose index the runner wrote in buf[0..n). */
+static void wk_early_take(wk_early *e, const unsigned char *buf, ssize_t n) {
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] < e->ncases && !e->cs[buf[i]].compared) {
+      wk_compare_case(e->t, &e->cs[buf[i]]);
+      e->compared++;
+    }
+}
+
+/* The thread: until the trial pipe's end (the runner is gone) or the stop byte, after
+ * which what is left on the pipe is taken too. */
+static void *wk_early_main(void *arg) {
+  wk_early *e = arg;
+  unsigned char buf[WK_MAX_CASES];
+  for (;;) {
+    struct pollfd p[2] = {{e->trial_r, POLLIN, 0}, {e->stop[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    ssize_t n = read(e->trial_r, buf, sizeof buf);
+    if (n > 0) {
+      wk_early_take(e, buf, n);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EINTR)) break; /* the runner is gone */
+    if (p[1].revents) break;
+  }
+  return NULL;
+}
+
+/* Starts the thread on the trial pipe's read end trial_r (taken: closed by
+ * wk_early_end). Without a thread, wk_judge compares every case at the end. */
+static void wk_early_start(wk_early *e, const ka_task *t, wk_case *cs, int ncases, int trial_r) {
+  *e = (wk_early){.t = t, .cs = cs, .ncases = ncases, .trial_r = trial_r, .stop = {-1, -1}};
+  if (trial_r < 0) return;
+  if (fcntl(trial_r, F_SETFL, O_NONBLOCK) == 0 && pipe2(e->stop, O_CLOEXEC) == 0)
+    e->started = pthread_create(&e->th, NULL, wk_early_main, e) == 0;
+}
+
+/* Stops the thread (the runner's result is in) and joins it; closes the pipes. */
+static void wk_early_end(wk_early *e) {
+  if (e->started) {
+    if (write(e->stop[1], "s", 1) != 1) { /* a full or broken pipe: poll sees it anyway */
+    }
+    pthread_join(e->th, NULL);
+  }
+  int fds[3] = {e->trial_r, e->stop[0], e->stop[1]};
+  for (int i = 0; i < 3; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  e->trial_r = e->stop[0] = e->stop[1] = -1;
+  e->started = 0;
+}
+
 static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                             const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+                             const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res,
+                             wk_eval **left_over) {
   double t0 = ka_now_s();
+  *left_over = NULL;
   char err[2048] = "";
   res->job_id = wk_strdup(job->job_id);
   res->device = ka_device_dup(dev);
@@ -1655,7 +1777,13 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   wk_child ch = {
       .pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1, .lock_m = -1, .lock_t = -1};
   double t_prep = ka_now_s() - t0, t_run = ka_now_s();
-  if (rc == KA_OK) rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, res, err, sizeof err);
+  /* the trial pipe (wk_early) */
+  int gpu = strcmp(dev->backend, "host") != 0, trial[2] = {-1, -1};
+  if (rc == KA_OK && pipe2(trial, O_CLOEXEC) != 0) trial[0] = trial[1] = -1;
+  if (rc == KA_OK)
+    rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, trial[1], res, err, sizeof err);
+  if (trial[1] >= 0) close(trial[1]); /* the runner has its own */
+  if (rc != KA_OK && trial[0] >= 0) close(trial[0]);
   if (rc == KA_OK) {
     double deadline = ka_now_s() + ev->timeout;
     /* the references are computed here, in the trusted process, while the runner works
@@ -1663,13 +1791,16 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     double t_refs = ka_now_s();
     int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
     t_refs = ka_now_s() - t_refs;
+    wk_early early;
+    wk_early_start(&early, t, ev->cs, ref_rc == KA_OK ? ev->ncases : 0, trial[0]);
     ka_sb result = {0}, log = {0};
     int wstatus = 0;
     size_t dropped = 0;
     /* GPU backends: no submitted code runs on the host, so once the runner's result is
      * in nothing of the runner's exit changes the verdict */
-    int left = 0, gpu = strcmp(dev->backend, "host") != 0;
+    int left = 0;
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
+    wk_early_end(&early);
     if (left && ev->locked)
       wk_finish_detached(dev, &ch);
     else if (left)
@@ -1689,8 +1820,10 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
       wk_cand_image_put(ev, ev->cand_image_fd);
     ka_sb_printf(&log,
                  "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
-                 "ms, of which references %.1f ms, judging %.1f ms\n",
-                 t_prep * 1e3, t_run * 1e3, t_refs * 1e3, (ka_now_s() - t_judge) * 1e3);
+                 "ms, of which references %.1f ms, judging %.1f ms (%d of %d cases compared "
+                 "while the runner timed)\n",
+                 t_prep * 1e3, t_run * 1e3, t_refs * 1e3, (ka_now_s() - t_judge) * 1e3,
+                 early.compared, ev->ncases);
     if (dropped)
       ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n",
                    dropped);
@@ -1699,13 +1832,33 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     ka_sb_free(&result);
   }
   free(jbuf);
+  res->wall_s = ka_now_s() - t0;
+  /* what is left (its buffers, its folder; the next runner to warm) is for after the
+   * result has been sent: ka_evaluate_finish */
+  *left_over = ev;
+}
+
+/* Frees what an evaluation kept until its result was sent: the build caches' memfds,
+ * the cases' buffers (their reference-cache entries released), the evaluation folder. */
+static void wk_eval_release(wk_eval *ev) {
+  if (!ev) return;
   if (ev->image_fd >= 0) close(ev->image_fd);
   if (ev->cand_image_fd >= 0) close(ev->cand_image_fd);
-  wk_free_cases(cfg, t, ev->cs, ev->prepared);
+  wk_free_cases(ev->cfg, ev->t, ev->cs, ev->prepared);
   if (ev->workdir[0]) ka_rmtree(ev->workdir);
   free(ev);
-  res->wall_s = ka_now_s() - t0;
-  ka_pool_warm(cfg, dev); /* the next job's runner warms up while this result travels */
+}
+
+/* The calling worker thread's last evaluation, kept for ka_evaluate_finish. */
+static __thread wk_eval *wk_left_over;
+static __thread const Kernelarena__V1__Device *wk_left_dev;
+
+void ka_evaluate_finish(const ka_exec_config *cfg) {
+  if (!wk_left_dev) return;
+  wk_eval_release(wk_left_over);
+  wk_left_over = NULL;
+  ka_pool_warm(cfg, wk_left_dev); /* the next job's runner */
+  wk_left_dev = NULL;
 }
 
 /* ---- several evaluations per device (issue 15 item 3) ------------------------------
@@ -1836,18 +1989,22 @@ static void wk_note_alone(Kernelarena__V1__Result *res, Kernelarena__V1__Status 
 
 void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                  const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
+  ka_evaluate_finish(cfg); /* a caller that did not: the last evaluation's leftovers */
+  wk_left_dev = dev;
   int host = dev->backend && !strcmp(dev->backend, "host");
   wk_devslot *d = (host ? cfg->host_slots : cfg->jobs_per_device) > 1 ? wk_devslot_of(dev) : NULL;
   if (!d) {
-    wk_evaluate_once(cfg, dev, job, res);
+    wk_evaluate_once(cfg, dev, job, res, &wk_left_over);
     if (!wk_measurement_fault(res)) return;
+    wk_eval_release(wk_left_over); /* before it runs again */
+    wk_left_over = NULL;
     /* one slot: a measurement fault is measured once more (a load on the machine that
      * passed); a submission that causes it causes it again, and keeps the verdict */
     Kernelarena__V1__Status first = res->status;
     double wall = res->wall_s;
     char *why = wk_strdup(res->message);
     ka_result_clear(res);
-    wk_evaluate_once(cfg, dev, job, res);
+    wk_evaluate_once(cfg, dev, job, res, &wk_left_over);
     res->wall_s += wall;
     wk_note_alone(res, first, why, 0);
     free(why);
@@ -1858,7 +2015,7 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   int others = d->inflight++;
   unsigned long started = ++d->starts;
   pthread_mutex_unlock(&wk_devs_mu);
-  wk_evaluate_once(cfg, dev, job, res);
+  wk_evaluate_once(cfg, dev, job, res, &wk_left_over);
   /* others in flight at some time during this one: at its start, at its end, or started
    * (and maybe ended) in between */
   pthread_mutex_lock(&wk_devs_mu);
@@ -1869,12 +2026,14 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   pthread_rwlock_unlock(&d->rw);
   Kernelarena__V1__Status first = res->status;
   if (others == 0 || !wk_neighbour_verdict(res)) return;
+  wk_eval_release(wk_left_over); /* before it runs again */
+  wk_left_over = NULL;
   pthread_rwlock_wrlock(&d->rw);
   wk_wait_left(d);
   double wall = res->wall_s;
   char *why = wk_strdup(res->message);
   ka_result_clear(res);
-  wk_evaluate_once(cfg, dev, job, res);
+  wk_evaluate_once(cfg, dev, job, res, &wk_left_over);
   res->wall_s += wall;
   pthread_rwlock_unlock(&d->rw);
   wk_note_alone(res, first, why, others);

@@ -239,6 +239,17 @@ static int rn_take_image_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, 
   return KA_OK;
 }
 
+/* The trial pipe from the job (RunnerJob.has_trial_fd) into s->trial_fd (-1: none).
+ * KA_EINVAL for an index outside the passed fds. */
+static int rn_take_trial_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, const int *fds,
+                            int nfds) {
+  s->trial_fd = -1;
+  if (!job->has_trial_fd) return KA_OK;
+  if (job->trial_fd < 0 || job->trial_fd >= nfds) return KA_EINVAL;
+  s->trial_fd = fds[job->trial_fd];
+  return KA_OK;
+}
+
 /* Drops the backend's "note: ... loaded from the build cache" line from *log (freed and
  * NULL when nothing else is left): a candidate's cached image was built with an empty
  * log, which is what its step shows. */
@@ -587,7 +598,7 @@ int main(int argc, char **argv) {
   /* a warm runner (gpuexec's pool): open the device before the job comes */
   rn_state s = {0};
   s.lock = (ka_devlock){.m = -1, .t = -1};
-  s.image_fd = -1, s.cand_image_fd = -1;
+  s.image_fd = -1, s.cand_image_fd = -1, s.trial_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
@@ -608,7 +619,8 @@ int main(int argc, char **argv) {
   Kernelarena__V1__RunnerJob *job = kernelarena__v1__runner_job__unpack(NULL, jlen, jbuf);
   free(jbuf);
   if (!job || rn_map_fds(job, fds, nfds) != KA_OK || rn_take_lock(&s, job, fds, nfds) != KA_OK ||
-      rn_take_image_fd(&s, job, fds, nfds) != KA_OK) {
+      rn_take_image_fd(&s, job, fds, nfds) != KA_OK ||
+      rn_take_trial_fd(&s, job, fds, nfds) != KA_OK) {
     fprintf(stderr, "ka-runner: malformed job\n");
     return 2;
   }

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "data.h"
 
@@ -655,6 +656,23 @@ static int rn_after_call(rn_cx *x, int w, int q, const char *kind) {
 
 /* ---- trial ---------------------------------------------------------------------- */
 
+/* Tells the worker that this case's trial outputs are in its memfds for good
+ * (RunnerJob.trial_fd): the outputs' maps are unmapped first, so nothing here writes them
+ * again (and submitted code never runs in this process; the host backend's module
+ * process never has these memfds). A worker that is gone changes nothing: it judges at
+ * the end. */
+static void rn_trial_done(rn_cx *x) {
+  if (x->s->trial_fd < 0) return;
+  for (int i = 0; i < x->t->ntensors; i++)
+    if (!rn_is_input(x, i) && x->maps[i]) {
+      munmap(x->maps[i], x->bytes[i] ? x->bytes[i] : 1);
+      x->maps[i] = NULL;
+    }
+  unsigned char b = (unsigned char)x->ci;
+  while (write(x->s->trial_fd, &b, 1) < 0 && errno == EINTR) {
+  }
+}
+
 /* The candidate's correctness trial: the worker's inputs, outputs poisoned, one run,
  * inputs checked, outputs copied back into the worker's memfds. */
 static int rn_trial(rn_cx *x) {
@@ -677,6 +695,7 @@ static int rn_trial(rn_cx *x) {
   x->ph_tout = ka_now_s() - t3;
   if (rc) return rn_fault(x, rc, "copying the trial's outputs");
   x->cr->trial_outputs = 1;
+  rn_trial_done(x);
   x->ph_trial = ka_now_s() - t0;
   return KA_OK;
 }

@@ -34,6 +34,7 @@ typedef struct rn_state {
   _Atomic long long cand_since_ns;
   int image_fd;      /* the worker's memfd for the baseline's image (runner.c), or -1 */
   int cand_image_fd; /* the worker's memfd for the candidate's image (runner.c), or -1 */
+  int trial_fd;      /* RunnerJob.trial_fd's pipe (runner.c), or -1 */
 } rn_state;
 
 /* One implementation: impl[0] the baseline, impl[1] the candidate. */

@@ -782,6 +782,7 @@ static void vd_eval_checks(const vd_opts *o, const ka_task *t, vd_backend *be, v
     job.warmup = i == 0 ? o->warmup : 0;
     job.reps = i == 0 ? o->reps : 1;
     ka_evaluate(&cfg, be->dev, &job, &res[i]);
+    ka_evaluate_finish(&cfg);
     if (!o->quiet)
       fprintf(stderr, "validate: %s on %s, seed %#llx: %s in %.2f s\n", t->id, bn,
               (unsigned long long)job.seed, vd_status_name(res[i].status), res[i].wall_s);
