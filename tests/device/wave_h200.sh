@@ -13,7 +13,16 @@
 #      against in slices on the host's cores (reference.split);
 #   7. (PARTS=... triton) tests/device/triton_h200.sh: the triton2triton tasks on the GPU;
 #   8. (PARTS=... trusted) build/bin/trusted_ops_bench: what each device op of the timed
-#      phase costs.
+#      phase costs;
+#   9. (PARTS=... overhead) bench/step_overhead.sh on hip2hip/gelu, OVH_BUILDS side by
+#      side (default "base=build-base/bin new=build/bin": carry the build before the
+#      change as build-base/bin): a step's time outside the runner, judging, the cases
+#      compared while the runner timed;
+#  10. (PARTS=... grpo) bench/step_latency.sh's throughput only, GRPO-shaped: 64 episodes
+#      of hip2hip/gelu in groups of SEED_GROUP (default 16) sharing a seed, at
+#      --jobs-per-device 4 (the default) and 8, side by side;
+#  11. (PARTS=... command) tests/device/command_h200.sh over SEED_TASKS (default
+#      seed/triton2triton/vllm: carry the seed folder), BUDGET_S 300.
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -60,6 +69,22 @@ for p in $PARTS; do
       echo "== reference_split_bench (the host's cores: whole against in slices)"
       build/bin/reference_split_bench tasks >"$OUT/refsplit.txt" 2>&1
       echo "rc $?"; cat "$OUT/refsplit.txt" ;;
+    overhead)
+      echo "== step_overhead (hip2hip/gelu, cuda)"
+      OUT=$W/$p BUILDS=${OVH_BUILDS:-"base=build-base/bin new=build/bin"} BACKENDS=cuda \
+        TASK=hip2hip/gelu STEPS=${OVH_STEPS:-8} sh bench/step_overhead.sh >"$OUT/overhead.txt" 2>&1
+      echo "rc $?"; sed -n '/^== step time outside/,$p' "$OUT/overhead.txt" ;;
+    grpo)
+      echo "== throughput, GRPO groups of ${SEED_GROUP:-16} (hip2hip/gelu, 64 in flight)"
+      OUT=$W/$p BUILDS="j4=build/bin j8=build/bin" GXARGS_j8="--jobs-per-device 8" \
+        LAT_j4=0 LAT_j8=0 INFLIGHT_j4=64 INFLIGHT_j8=64 THRU_STEPS=${THRU_STEPS:-2} \
+        SEED_GROUP=${SEED_GROUP:-16} sh bench/step_latency.sh >"$OUT/grpo.txt" 2>&1
+      echo "rc $?"; sed -n '/^== throughput/,/^== timing/p' "$OUT/grpo.txt" ;;
+    command)
+      echo "== command_h200 (${SEED_TASKS:-seed/triton2triton/vllm})"
+      SEED_TASKS=${SEED_TASKS:-seed/triton2triton/vllm} BUDGET_S=${BUDGET_S:-300} OUT=$W/$p \
+        sh tests/device/command_h200.sh >"$OUT/command.txt" 2>&1
+      echo "rc $?"; tail -26 "$OUT/command.txt" ;;
     bench)
       echo "== step_latency"
       OUT=$W/$p BUILDS=${BUILDS:-"new=build/bin old=build-old/bin"} sh bench/step_latency.sh \
