@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gpuexec.h"
+#include "sandbox.h"
 #include "triton.h"
 #include "refcache.h"
 #include "ka_common.h"
@@ -426,6 +427,25 @@ static void gx_reap_stale(const char *tmp) {
 /* Language triton (gpuexec/backends/triton.h): once, and only when reg holds a triton
  * task, finds and probes the Python with triton for the runners (ka_triton_setup). 1 when
  * triton is usable, else 0 after a line that says why. */
+/* Hides, from every sandbox domain that runs submitted code, the folders that hold what
+ * a submission must not read (ka_sandbox_hide): the tasks (hidden baselines, reference.c,
+ * held-out cases: readable otherwise where the tasks are installed under /usr, /opt or
+ * a venv of --command-path), the compile cache and the triton cache (baselines' builds).
+ * Before any thread starts. 0, or 1 after a line on stderr. */
+static int gx_hide(const char *tasks_dir, const char *cache, const char *triton_cache) {
+  const char *dirs[] = {tasks_dir, cache, triton_cache};
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i]) continue;
+    if (i > 0) ka_mkdirs(dirs[i]); /* made now, so that it is hidden once it fills */
+    int rc = ka_sandbox_hide(dirs[i]);
+    if (rc) {
+      fprintf(stderr, "gpuexec: cannot hide %s from the sandbox: %s\n", dirs[i], ka_strerror(rc));
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static int gx_triton(const ka_registry *reg, const char *exedir, const char *cache,
                      const char *python, const char *tcache) {
   static int state = -1;
@@ -629,6 +649,7 @@ int main(int argc, char **argv) {
     cache = cachebuf;
   }
   gx_reap_stale(tmp);
+  if (gx_hide(tasks_dir, cache, triton_cache)) return 1;
   char own_tmp[PATH_MAX];
   snprintf(own_tmp, sizeof own_tmp, "%s/%s%d", tmp, GX_OWN_PREFIX, (int)getpid());
   if (mkdir(own_tmp, 0700) != 0 && errno != EEXIST) {
