@@ -1615,6 +1615,30 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
   if (rr) kernelarena__v1__runner_result__free_unpacked(rr, NULL);
 }
 
+int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, double *ms, char *err,
+                size_t errlen) {
+  double t0 = ka_now_s();
+  wk_eval *ev = calloc(1, sizeof *ev);
+  if (!ev) return KA_ENOMEM;
+  Kernelarena__V1__Result res = KERNELARENA__V1__RESULT__INIT;
+  ev->cfg = cfg, ev->job = job;
+  const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
+  int rc = !ct || ct->command ? KA_EINVAL : wk_check_job(ev, &res, err, errlen);
+  if (rc == KA_OK) wk_seeds(ev); /* the step's derivation: the same cache entries */
+  for (int i = 0; rc == KA_OK && i < ev->t->ncases + ev->t->nheld; i++) {
+    if (ev->t->cases[i].held_out && !job->include_held_out) continue;
+    ka_refentry *e = NULL;
+    rc = ka_ref_acquire(cfg->ref_cache, ev->t, i, ev->in_seed, &e, err, errlen);
+    if (rc == KA_OK) rc = ka_ref_reference(e, ev->ref);
+    if (e) ka_ref_release(cfg->ref_cache, e);
+  }
+  if (rc && res.message && !err[0]) snprintf(err, errlen, "%s", res.message);
+  ka_result_clear(&res);
+  free(ev);
+  if (ms) *ms = (ka_now_s() - t0) * 1e3;
+  return rc;
+}
+
 static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                              const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res) {
   double t0 = ka_now_s();
