@@ -86,7 +86,7 @@ static void srv_dispatch_prefetches(es_server *s, srv_idle *v, int n, srv_outbox
     wa.job = es_prefetch_to_pb(&a, p);
     nng_msg *m = es_encode(&r.base);
     es_arena_free(&a);
-    es_log(s, "prefetch %s (%s, seed %" PRIu64 ") -> worker %s", p->ep_id, p->task->id,
+    es_log(s, "prefetch %s (%s, seed %" PRIu64 ") handed to worker %s", p->ep_id, p->task->id,
            p->problem_seed, c->worker->id);
     srv_unpark(c);
     srv_out_push(out, c, m);
