@@ -141,9 +141,9 @@ typedef struct es_jobs {
   int nqueued, nrunning;
   es_worker *workers;
   int nworkers;
-  double heartbeat_lost_s; /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
-  long long redispatched;  /* jobs re-queued after their worker was lost (Health) */
-  long long stale_results; /* results dropped: their dispatch was superseded (Health) */
+  double heartbeat_lost_s;        /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
+  long long redispatched;         /* jobs re-queued after their worker was lost (Health) */
+  long long stale_results;        /* results dropped: their dispatch was superseded (Health) */
   es_prefetch *pf_head, *pf_tail; /* FIFO of queued prefetches (dispatched after jobs) */
   int npf;
   long long pf_queued, pf_sent, pf_dropped; /* since start (Health) */

@@ -100,8 +100,7 @@ static void srv_dispatch_prefetches(es_server *s, srv_idle *v, int n, srv_outbox
  * (srv_least_busy: per-device capacity is the device's live slots), then queued
  * prefetches to the idle polls left (so a step never waits behind one), mtx held. */
 void srv_dispatch(es_server *s, srv_outbox *out) {
-  if (s->net->stopping || (!s->jobs.nqueued && !s->jobs.pf_head) || !s->net->exec.park_head)
-    return;
+  if (s->net->stopping || (!s->jobs.nqueued && !s->jobs.pf_head) || !s->net->exec.park_head) return;
   double now = ka_now_s();
   int n, left;
   srv_idle *v = srv_idle_polls(s, &n);

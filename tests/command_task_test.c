@@ -400,8 +400,9 @@ static void test_hidden_tasks(void) {
   check(rc == KA_OK && e->ro[1] && strstr(e->ro[1], "/venv") && !strstr(e->ro[1], "/bin"),
         "a venv of --command-path: its root is readable (where the wheel puts the tasks)", "%s",
         e->ro[1] ? e->ro[1] : "(none)");
-  const char *bits = "bits: 0 hidden baseline, 1 task.yaml, 2 tasks folder listed, 3 package, "
-                     "4 other package, 5 venv bin, 6 /usr/bin/env";
+  const char *bits =
+      "bits: 0 hidden baseline, 1 task.yaml, 2 tasks folder listed, 3 package, "
+      "4 other package, 5 venv bin, 6 /usr/bin/env";
   int code = hidden_child(wd, e->ro[1] ? e->ro[1] : vbin, 1);
   check(code == 0,
         "GPU command sandbox: the installed tasks folder is hidden, the rest of the venv is not",

@@ -829,9 +829,9 @@ static void phase3(const char *bin, const char *tasks) {
   for (int i = 0; i < 2; i++) {
     if (i) exec_send_pf(e, wid, 1, NULL, 3000); /* no result: it holds no job */
     hold = exec_recv(e);
-    CHECK(hold->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT &&
-              hold->assignment->job,
-          "expected prefetch %d", i);
+    CHECK(
+        hold->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && hold->assignment->job,
+        "expected prefetch %d", i);
     job = hold->assignment->job;
     char want[128];
     snprintf(want, sizeof want, "%s/prefetch", eps[i]);

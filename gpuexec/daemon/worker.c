@@ -286,7 +286,7 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_SANDBOX_SECCOMP",
                                "KA_SANDBOX_LANDLOCK",
                                "KA_SANDBOX_UNIX",
-                               "KA_SANDBOX_HIDE", /* folders hidden (ka_sandbox_hide) */
+                               "KA_SANDBOX_HIDE",  /* folders hidden (ka_sandbox_hide) */
                                "KA_TRITON_PYTHON", /* language triton (triton.h) */
                                "KA_TRITON_PREFIX",
                                "KA_TRITON_SITE",

@@ -528,8 +528,7 @@ static int sb_ll_allow_visible(int rs, const char *path, uint64_t access, uint64
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
     char p[PATH_MAX];
     struct stat st;
-    if (snprintf(p, sizeof p, "%s/%s", strcmp(real, "/") ? real : "", e->d_name) >=
-            (int)sizeof p ||
+    if (snprintf(p, sizeof p, "%s/%s", strcmp(real, "/") ? real : "", e->d_name) >= (int)sizeof p ||
         lstat(p, &st) != 0 || S_ISLNK(st.st_mode))
       continue;
     rc = sb_ll_allow_visible(rs, p, access, fs, hid, nhid, depth + 1);
