@@ -127,7 +127,8 @@ typedef struct es_worker {
 /* A reference prefetch queued by Reset (Job.prefetch, issue 15): the episode's task and
  * seed, so that an idle worker computes the correctness inputs and references of its
  * first step ahead. Fire and forget: no waiter, no result, never a step. The episode is
- * named by id (looked up at dispatch: one closed meanwhile is dropped). */
+ * named by id (looked up at dispatch: one closed meanwhile, or whose first step was
+ * submitted first, is dropped). */
 #define ES_PREFETCH_MAX 256 /* queued at most; the oldest is dropped beyond */
 typedef struct es_prefetch {
   char ep_id[32];
@@ -154,7 +155,7 @@ typedef struct es_jobs {
 void es_prefetch_push(es_jobs *q, const char *ep_id, const ka_task *task, uint64_t problem_seed);
 /* Unlinks and returns the oldest queued prefetch that device d runs (es_device_runs), or
  * NULL; the caller frees it (free). Those of episodes for which open(arg, ep_id) says 0
- * (closed meanwhile) are dropped on the way. */
+ * (closed meanwhile, or their first step submitted) are dropped on the way. */
 es_prefetch *es_prefetch_take(es_jobs *q, const es_pb_device *d,
                               int (*open)(void *arg, const char *ep_id), void *arg);
 /* The Job of a prefetch (Job.prefetch) in arena memory. */

@@ -62,10 +62,11 @@ static int srv_least_busy(es_server *s, srv_idle *v, int n, const es_job *job, d
   return best;
 }
 
-/* 1 if episode ep_id is open (es_prefetch_take's test; mtx held). */
+/* 1 if episode ep_id is open and its first step not yet submitted: its prefetch is still
+ * of use (es_prefetch_take's test; mtx held). */
 static int srv_ep_open(void *arg, const char *ep_id) {
   es_episode *ep = es_ep_find(arg, ep_id);
-  return ep && !ep->closed;
+  return ep && !ep->closed && !ep->steps && !ep->inflight;
 }
 
 /* Hands queued prefetches to the idle polls of v that no job took and that take them
