@@ -44,8 +44,13 @@ pf_line=$(grep -n "references ready" "$WORK/gpuexec.log" | head -n 1 | cut -d: -
 job_line=$(grep -n "gpuexec: .*: job ep-[0-9a-f]*/1 " "$WORK/gpuexec.log" | head -n 1 | cut -d: -f1)
 check "the prefetch was done before the step's job started (lines ${pf_line:-?} < ${job_line:-?})" \
   [ "${pf_line:-999999}" -lt "${job_line:-0}" ]
-check "the first step found its references in the cache (${pf_refs:-?} ms < 2 ms)" \
-  awk "BEGIN { exit !(${pf_refs:-999} < 2) }"
+# a hit costs a lookup (inputs: ~0.1 ms here) and a thread that finds the reference done
+# (~0.1 ms, more when the machine is loaded: that thread runs at nice 19); drawing
+# host/gelu's 3 Mi inputs and computing their reference took 180 and 150 ms here
+check "the first step found its inputs in the cache (${pf_inputs:-?} ms < 20 ms)" \
+  awk "BEGIN { exit !(${pf_inputs:-999} < 20) }"
+check "and its references (${pf_refs:-?} ms < 50 ms)" \
+  awk "BEGIN { exit !(${pf_refs:-999} < 50) }"
 "$BIN/envctl" health --server "$URL" >"$WORK/health.out" 2>&1
 cat "$WORK/health.out"
 check "Health counts one prefetch queued and sent" \
@@ -63,7 +68,9 @@ ka_stack "$WORK/tasks" -- --verbose --no-prefetch
 episode no_prefetch
 np_refs=$REFS_MS
 check "no prefetch ran with --no-prefetch" sh -c "! grep -q 'gpuexec: prefetch' '$WORK/gpuexec.log'"
-check "without prefetch the step computed its references (${np_refs:-?} ms > 5 ms)" \
+check "without prefetch the step drew its inputs (${INPUTS_MS:-?} ms > 20 ms)" \
+  awk "BEGIN { exit !(${INPUTS_MS:-0} > 20) }"
+check "and computed its references (${np_refs:-?} ms > 5 ms)" \
   awk "BEGIN { exit !(${np_refs:-0} > 5) }"
 r1=$(grep -o "reward [0-9.]*" "$WORK/prefetch.out" | head -n 1)
 r2=$(grep -o "reward [0-9.]*" "$WORK/no_prefetch.out" | head -n 1)
