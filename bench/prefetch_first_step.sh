@@ -2,11 +2,12 @@
 # The first step's latency with and without the reference prefetch at Reset (issue 15;
 # docs/protocol.md, Job.prefetch), side by side on the same binaries in one run.
 #
-# For each mode (prefetch: gpuexec as it is; no-prefetch: gpuexec --no-prefetch) a warm
-# envserver + gpuexec on a fresh state folder; for each task of TASKS, REPEATS episodes
+# Two warm stacks side by side, envserver + gpuexec each on a fresh state folder (prefetch:
+# gpuexec as it is; no-prefetch: gpuexec --no-prefetch); for each task of TASKS, REPEATS episodes
 # of one step each, every one with a seed of its own (so every first step is cold in the
 # executor's cache), whose agent pauses PAUSE seconds after Reset (a command agent:
-# sleep PAUSE), as a policy thinking before its first submission does. A row per step:
+# sleep PAUSE), as a policy thinking before its first submission does, alternating between
+# the stacks. A row per step:
 # the client's wait for the step (from the end of the agent's pause to envctl's "step 1:"
 # line, on this machine's clock) and the executor's "inputs" and "references" times from
 # the step's runtime log. Prints a table last (medians per task and mode); raw logs
@@ -28,14 +29,14 @@ case $BIN in /*) ;; *) BIN=$R/$BIN ;; esac
 # prints "epoch line" for every line read (the client's clock)
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$(date +%s.%N)" "$l"; done; }
 
-start_server() { # state [gpuexec flags...]
-  s=$1
-  shift
+start_server() { # mode state [gpuexec flags...]: the stack of mode, its pids in SV_mode, GX_mode
+  m=$1 s=$2
+  shift 2
   "$BIN/envserver" --state "$s" --tasks tasks --quiet >"$s/server.log" 2>&1 &
-  SV=$!
+  eval "SV_$m=\$!"
   "$BIN/gpuexec" --server "ipc://$s/exec.ipc" --tasks tasks --backends "$BACKENDS" --verbose \
     "$@" >"$s/gpuexec.log" 2>&1 &
-  GX=$!
+  eval "GX_$m=\$!"
   i=0
   until "$BIN/envctl" health --server "ipc://$s/env.ipc" --timeout 2 2>/dev/null |
     grep -q "executors=[1-9]"; do
@@ -45,7 +46,11 @@ start_server() { # state [gpuexec flags...]
   done
 }
 
-stop_server() { kill "$GX" "$SV" 2>/dev/null; wait "$GX" "$SV" 2>/dev/null; }
+stop_servers() {
+  # shellcheck disable=SC2154
+  kill "$GX_pf" "$SV_pf" "$GX_np" "$SV_np" 2>/dev/null
+  wait "$GX_pf" "$SV_pf" "$GX_np" "$SV_np" 2>/dev/null
+}
 
 # a row "mode task seed wait_s inputs_ms references_ms status runner_ms" from a stamped
 # output (runner_ms: the runner, with the references computed alongside it);
@@ -67,28 +72,34 @@ row() { # mode task seed file
   echo "backends: $BACKENDS  tasks: $TASKS  repeats: $REPEATS  pause after Reset: $PAUSE s"
 } | tee "$OUT/bench.txt"
 : >"$OUT/rows"
-for mode in prefetch no-prefetch; do
-  st=$(mktemp -d)
-  flags=""
-  [ "$mode" = no-prefetch ] && flags=--no-prefetch
-  # shellcheck disable=SC2086
-  start_server "$st" $flags || continue
-  URL="ipc://$st/env.ipc"
-  for task in $TASKS; do
-    r=1
-    while [ $r -le "$REPEATS" ]; do
-      seed=$((7000 + r))
+# both stacks run side by side and the episodes alternate between them (which goes first
+# alternating too), so that both modes see the same load on the machine
+ST_pf=$(mktemp -d) ST_np=$(mktemp -d)
+start_server pf "$ST_pf" || exit 1
+start_server np "$ST_np" --no-prefetch || exit 1
+for task in $TASKS; do
+  r=1
+  while [ $r -le "$REPEATS" ]; do
+    seed=$((7000 + r))
+    order="pf np"
+    [ $((r % 2)) -eq 0 ] && order="np pf"
+    for m in $order; do
+      mode=prefetch
+      [ $m = np ] && mode=no-prefetch
+      eval "st=\$ST_$m"
       f=$OUT/${mode}_$(echo "$task" | tr / _)_$r.txt
-      stdbuf -oL "$BIN/envctl" episode --server "$URL" --task "$task" --seed $seed \
+      # shellcheck disable=SC2154
+      stdbuf -oL "$BIN/envctl" episode --server "ipc://$st/env.ipc" --task "$task" --seed $seed \
         --max-steps 1 --verbose --agent "command:sleep $PAUSE" 2>&1 | stamp >"$f"
       row "$mode" "$task" "$seed" "$f" >>"$OUT/rows"
-      r=$((r + 1))
     done
+    r=$((r + 1))
   done
-  cp "$st/gpuexec.log" "$OUT/gpuexec_$mode.log" 2>/dev/null
-  stop_server
-  rm -rf "$st"
 done
+cp "$ST_pf/gpuexec.log" "$OUT/gpuexec_prefetch.log" 2>/dev/null
+cp "$ST_np/gpuexec.log" "$OUT/gpuexec_no-prefetch.log" 2>/dev/null
+stop_servers
+rm -rf "$ST_pf" "$ST_np"
 
 echo
 echo "== first step after a ${PAUSE} s pause (medians of $REPEATS; wait: client side, seconds)"
