@@ -120,18 +120,46 @@ typedef struct es_worker {
   int acks;                     /* it acknowledges each job with a heartbeat at once
                                    (WorkerPoll.heartbeats, or it has sent one) */
   int acked;                    /* its current job was acknowledged (heartbeat) */
+  int prefetch;                 /* its last poll takes prefetch jobs (WorkerPoll.prefetch) */
   struct es_worker *next;
 } es_worker;
+
+/* A reference prefetch queued by Reset (Job.prefetch, issue 15): the episode's task and
+ * seed, so that an idle worker computes the correctness inputs and references of its
+ * first step ahead. Fire and forget: no waiter, no result, never a step. The episode is
+ * named by id (looked up at dispatch: one closed meanwhile, or whose first step was
+ * submitted first, is dropped). */
+#define ES_PREFETCH_MAX 256 /* queued at most; the oldest is dropped beyond */
+typedef struct es_prefetch {
+  char ep_id[32];
+  const ka_task *task;
+  uint64_t problem_seed;
+  struct es_prefetch *next;
+} es_prefetch;
 
 typedef struct es_jobs {
   es_job *head, *tail; /* FIFO of queued jobs */
   int nqueued, nrunning;
   es_worker *workers;
   int nworkers;
-  double heartbeat_lost_s; /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
-  long long redispatched;  /* jobs re-queued after their worker was lost (Health) */
-  long long stale_results; /* results dropped: their dispatch was superseded (Health) */
+  double heartbeat_lost_s;        /* --heartbeat-timeout (default ES_HEARTBEAT_LOST_S) */
+  long long redispatched;         /* jobs re-queued after their worker was lost (Health) */
+  long long stale_results;        /* results dropped: their dispatch was superseded (Health) */
+  es_prefetch *pf_head, *pf_tail; /* FIFO of queued prefetches (dispatched after jobs) */
+  int npf;
+  long long pf_queued, pf_sent, pf_dropped; /* since start (Health) */
 } es_jobs;
+
+/* Queues a prefetch of (task, problem_seed) for episode ep_id (Reset); beyond
+ * ES_PREFETCH_MAX queued, the oldest is dropped. */
+void es_prefetch_push(es_jobs *q, const char *ep_id, const ka_task *task, uint64_t problem_seed);
+/* Unlinks and returns the oldest queued prefetch that device d runs (es_device_runs), or
+ * NULL; the caller frees it (free). Those of episodes for which open(arg, ep_id) says 0
+ * (closed meanwhile, or their first step submitted) are dropped on the way. */
+es_prefetch *es_prefetch_take(es_jobs *q, const es_pb_device *d,
+                              int (*open)(void *arg, const char *ep_id), void *arg);
+/* The Job of a prefetch (Job.prefetch) in arena memory. */
+Kernelarena__V1__Job *es_prefetch_to_pb(es_arena *a, const es_prefetch *p);
 
 /* Creates a job for step `step` of ep, taking ownership of files. */
 es_job *es_job_new(struct es_episode *ep, int step, uint64_t seed, es_fileset *files);

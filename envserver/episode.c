@@ -518,6 +518,9 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
   ep_insert(s, ep);
   s->nopen++;
   s->nresetting--;
+  /* the first step's correctness inputs and references, computed ahead by an idle worker
+   * (issue 15); a command task has none, and seed 0 gives each step inputs of its own */
+  if (!t->command && seed) es_prefetch_push(&s->jobs, id, t, seed);
   pthread_mutex_unlock(&s->mtx);
   es_log(s, "reset %s: episode %s, seed %" PRIu64 ", run %s", t->id, id, seed, run);
   return;

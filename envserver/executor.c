@@ -2,6 +2,7 @@
  * heartbeats, their results (recorded on a store thread), executor connections and the
  * ack rule. Locking as in server.c's header comment. */
 #include <stdbool.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,46 @@ static int srv_least_busy(es_server *s, srv_idle *v, int n, const es_job *job, d
   return best;
 }
 
+/* 1 if episode ep_id is open and its first step not yet submitted: its prefetch is still
+ * of use (es_prefetch_take's test; mtx held). */
+static int srv_ep_open(void *arg, const char *ep_id) {
+  es_episode *ep = es_ep_find(arg, ep_id);
+  return ep && !ep->closed && !ep->steps && !ep->inflight;
+}
+
+/* Hands queued prefetches to the idle polls of v that no job took and that take them
+ * (WorkerPoll.prefetch): fire and forget, the worker holds no job for it (issue 15).
+ * mtx held. */
+static void srv_dispatch_prefetches(es_server *s, srv_idle *v, int n, srv_outbox *out) {
+  for (int i = 0; i < n && s->jobs.pf_head; i++) {
+    if (!v[i].c || !v[i].c->worker->prefetch) continue;
+    es_prefetch *p = es_prefetch_take(&s->jobs, v[i].c->worker->device, srv_ep_open, s);
+    if (!p) continue;
+    srv_ctx *c = v[i].c;
+    es_arena a = {0};
+    Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+    Kernelarena__V1__WorkerAssignment wa = KERNELARENA__V1__WORKER_ASSIGNMENT__INIT;
+    r.request_id = c->request_id;
+    r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT;
+    r.assignment = &wa;
+    wa.job = es_prefetch_to_pb(&a, p);
+    nng_msg *m = es_encode(&r.base);
+    es_arena_free(&a);
+    es_log(s, "prefetch %s (%s, seed %" PRIu64 ") handed to worker %s", p->ep_id, p->task->id,
+           p->problem_seed, c->worker->id);
+    srv_unpark(c);
+    srv_out_push(out, c, m);
+    s->jobs.pf_sent++;
+    v[i].c = NULL;
+    free(p);
+  }
+}
+
 /* Hands queued jobs, oldest first, to parked worker polls by the least-busy rule
- * (srv_least_busy: per-device capacity is the device's live slots), mtx held. */
+ * (srv_least_busy: per-device capacity is the device's live slots), then queued
+ * prefetches to the idle polls left (so a step never waits behind one), mtx held. */
 void srv_dispatch(es_server *s, srv_outbox *out) {
-  if (s->net->stopping || !s->jobs.nqueued || !s->net->exec.park_head) return;
+  if (s->net->stopping || (!s->jobs.nqueued && !s->jobs.pf_head) || !s->net->exec.park_head) return;
   double now = ka_now_s();
   int n, left;
   srv_idle *v = srv_idle_polls(s, &n);
@@ -87,6 +124,7 @@ void srv_dispatch(es_server *s, srv_outbox *out) {
     for (int k = 0; k < n; k++)
       if (v[k].c && es_worker_same_executor(v[k].c->worker->id, w->id)) v[k].dev = -1;
   }
+  if (s->jobs.pf_head) srv_dispatch_prefetches(s, v, n, out);
   free(v);
 }
 
@@ -183,6 +221,7 @@ void srv_exec_request(srv_ctx *c, nng_msg *m) {
   double now = ka_now_s();
   es_worker *w = es_worker_touch(&s->jobs, poll->worker_id, poll->device, now);
   if (poll->heartbeats) w->acks = 1;
+  w->prefetch = poll->prefetch;
   if (poll->result) {
     /* a result counts only from the connection that took the job: another peer naming
      * the same worker id cannot post it */

@@ -228,7 +228,74 @@ void es_workers_reap(es_jobs *q, double now) {
   }
 }
 
+void es_prefetch_push(es_jobs *q, const char *ep_id, const ka_task *task, uint64_t problem_seed) {
+  if (q->npf >= ES_PREFETCH_MAX) { /* the oldest goes: its episode waited longest */
+    es_prefetch *old = q->pf_head;
+    q->pf_head = old->next;
+    if (!q->pf_head) q->pf_tail = NULL;
+    q->npf--;
+    q->pf_dropped++;
+    free(old);
+  }
+  es_prefetch *p = es_xcalloc(1, sizeof *p);
+  snprintf(p->ep_id, sizeof p->ep_id, "%s", ep_id);
+  p->task = task;
+  p->problem_seed = problem_seed;
+  if (q->pf_tail)
+    q->pf_tail->next = p;
+  else
+    q->pf_head = p;
+  q->pf_tail = p;
+  q->npf++;
+  q->pf_queued++;
+}
+
+es_prefetch *es_prefetch_take(es_jobs *q, const es_pb_device *d,
+                              int (*open)(void *arg, const char *ep_id), void *arg) {
+  es_prefetch *prev = NULL;
+  for (es_prefetch *p = q->pf_head, *next; p; p = next) {
+    next = p->next;
+    int alive = open(arg, p->ep_id), runs = alive && es_device_runs(p->task, d);
+    if (alive && !runs) {
+      prev = p;
+      continue;
+    }
+    if (prev)
+      prev->next = next;
+    else
+      q->pf_head = next;
+    if (q->pf_tail == p) q->pf_tail = prev;
+    q->npf--;
+    if (runs) return p;
+    q->pf_dropped++; /* its episode closed before a worker was idle */
+    free(p);
+  }
+  return NULL;
+}
+
+Kernelarena__V1__Job *es_prefetch_to_pb(es_arena *a, const es_prefetch *p) {
+  Kernelarena__V1__Job *pj = es_arena_alloc(a, sizeof *pj);
+  kernelarena__v1__job__init(pj);
+  char id[48];
+  snprintf(id, sizeof id, "%s/prefetch", p->ep_id);
+  pj->job_id = es_arena_strdup(a, id);
+  pj->task_id = es_arena_strdup(a, p->task->id);
+  pj->task_version = es_arena_strdup(a, p->task->version);
+  pj->seed = p->problem_seed;
+  pj->problem_seed = p->problem_seed;
+  pj->timeout_s = p->task->timeout_s;
+  pj->prefetch = 1;
+  return pj;
+}
+
 void es_jobs_clear(es_jobs *q) {
+  while (q->pf_head) {
+    es_prefetch *p = q->pf_head;
+    q->pf_head = p->next;
+    free(p);
+  }
+  q->pf_tail = NULL;
+  q->npf = 0;
   while (q->head) {
     es_job *j = q->head;
     es_jobs_unqueue(q, j);

@@ -164,6 +164,9 @@ static void srv_health(es_server *s, es_arena *a, es_pb_response *resp) {
   h->uptime_s = now - s->started;
   h->redispatched_jobs = s->jobs.redispatched;
   h->stale_results = s->jobs.stale_results;
+  h->prefetches_queued = s->jobs.pf_queued;
+  h->prefetches_sent = s->jobs.pf_sent;
+  h->prefetches_dropped = s->jobs.pf_dropped;
   pthread_mutex_unlock(&s->mtx);
   resp->body_case = KERNELARENA__V1__RESPONSE__BODY_HEALTH;
   resp->health = h;
@@ -354,6 +357,9 @@ static void srv_client_handle(srv_ctx *c, nng_msg *m, Kernelarena__V1__Request *
       break;
     case KERNELARENA__V1__REQUEST__BODY_RESET:
       es_ep_reset(s, rq->reset, &a, &resp);
+      pthread_mutex_lock(&s->mtx);
+      srv_dispatch(s, &out); /* its prefetch, to an idle worker (srv_dispatch) */
+      pthread_mutex_unlock(&s->mtx);
       break;
     case KERNELARENA__V1__REQUEST__BODY_STEP:
       parked = srv_step(c, rq, &a, &resp, &out);

@@ -335,6 +335,86 @@ static void test_gpu_sandbox(void) {
         code);
 }
 
+/* An installed layout: the wheel installed into the venv of --command-path (the tasks in
+ * its site-packages), or `cmake --install` under /usr or /opt (a readable system folder,
+ * stood for here by LD_LIBRARY_PATH, which every domain may read too). gpuexec hides
+ * the tasks folder (ka_sandbox_hide): a command, on a GPU (ka_sandbox_command's
+ * domain) and on the host (the compiler's), can read the rest of the venv and of the
+ * library folder but neither another task's hidden baseline nor its task.yaml, nor list
+ * the tasks folder. Exit code: a bit per failed expectation. Review 2026-12-01. */
+static int hidden_child(const char *wd, const char *readable, int gpu) {
+  char site[PATH_MAX], tasks[PATH_MAX + 64], file[PATH_MAX + 128];
+  snprintf(site, sizeof site, "%s/venv/lib/python3.11/site-packages", g_tmp);
+  snprintf(tasks, sizeof tasks, "%s/kernelarena/share/kernelarena/tasks", site);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (ka_sandbox_hide(tasks) != KA_OK) _exit(254);
+    char lib[PATH_MAX];
+    snprintf(lib, sizeof lib, "%s/venv", g_tmp);
+    setenv("LD_LIBRARY_PATH", lib, 1); /* a system folder that holds the tasks */
+    static const char *const nodes[] = {"/dev/ptmx", NULL};
+    const char *ro[] = {readable, NULL};
+    char err[256];
+    if (ka_sandbox_command(wd, gpu ? nodes : NULL, ro, err, sizeof err) != KA_OK) _exit(255);
+    int bad = 0;
+    snprintf(file, sizeof file, "%s/instruction2triton/gelu/baseline/kernel.py", tasks);
+    bad |= opens(file, O_RDONLY) << 0;
+    snprintf(file, sizeof file, "%s/instruction2triton/gelu/task.yaml", tasks);
+    bad |= opens(file, O_RDONLY) << 1;
+    bad |= opens(tasks, O_RDONLY | O_DIRECTORY) << 2;
+    snprintf(file, sizeof file, "%s/kernelarena/__init__.py", site);
+    bad |= !opens(file, O_RDONLY) << 3; /* the rest of the package */
+    snprintf(file, sizeof file, "%s/torch.py", site);
+    bad |= !opens(file, O_RDONLY) << 4; /* the venv's other packages */
+    snprintf(file, sizeof file, "%s/venv/bin/tool", g_tmp);
+    bad |= !opens(file, O_RDONLY) << 5;
+    bad |= !opens("/usr/bin/env", O_RDONLY) << 6;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_hidden_tasks(void) {
+  const char *pkg = "venv/lib/python3.11/site-packages/kernelarena";
+  char rel[PATH_MAX];
+  snprintf(rel, sizeof rel, "%s/share/kernelarena/tasks/instruction2triton/gelu/baseline/kernel.py",
+           pkg);
+  put(rel, "SECRET = 1\n");
+  snprintf(rel, sizeof rel, "%s/share/kernelarena/tasks/instruction2triton/gelu/task.yaml", pkg);
+  put(rel, "id: instruction2triton/gelu\n");
+  snprintf(rel, sizeof rel, "%s/__init__.py", pkg);
+  put(rel, "\n");
+  put("venv/lib/python3.11/site-packages/torch.py", "\n");
+  put("venv/bin/tool", "#!/bin/false\n");
+  put("venv/pyvenv.cfg", "home = /usr/bin\n");
+  char wd[PATH_MAX], vbin[PATH_MAX], gpus[PATH_MAX];
+  snprintf(wd, sizeof wd, "%s/hidden-wd", g_tmp);
+  ka_mkdirs(wd);
+  snprintf(vbin, sizeof vbin, "%s/venv/bin", g_tmp);
+  snprintf(gpus, sizeof gpus, "%s/gpus", g_tmp);
+  /* the venv's root is readable (ka_cmd_env_init), so its site-packages too */
+  ka_cmd_env *e = calloc(1, sizeof *e);
+  int rc = ka_cmd_env_init(e, "cuda", 0, vbin, wd, gpus);
+  check(rc == KA_OK && e->ro[1] && strstr(e->ro[1], "/venv") && !strstr(e->ro[1], "/bin"),
+        "a venv of --command-path: its root is readable (where the wheel puts the tasks)", "%s",
+        e->ro[1] ? e->ro[1] : "(none)");
+  const char *bits =
+      "bits: 0 hidden baseline, 1 task.yaml, 2 tasks folder listed, 3 package, "
+      "4 other package, 5 venv bin, 6 /usr/bin/env";
+  int code = hidden_child(wd, e->ro[1] ? e->ro[1] : vbin, 1);
+  check(code == 0,
+        "GPU command sandbox: the installed tasks folder is hidden, the rest of the venv is not",
+        "exit %d (%s)", code, bits);
+  code = hidden_child(wd, vbin, 0);
+  check(code == 0,
+        "host command (compiler) sandbox: the tasks folder under a readable system folder is "
+        "hidden, the rest is not",
+        "exit %d (%s)", code, bits);
+  free(e);
+}
+
 typedef struct lock_job {
   const ka_task *t;
   ka_devlock *lock;
@@ -429,6 +509,7 @@ int main(int argc, char **argv) {
   test_perf_reports();
   test_env();
   test_gpu_sandbox();
+  test_hidden_tasks();
   test_lock();
   ka_rmtree(g_tmp);
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);

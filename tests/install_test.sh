@@ -42,6 +42,31 @@ check "installed envctl episode exits 0 (rc $rc)" test "$rc" -eq 0
 check "it used the installed tasks" grep -q "tasks: $P/share/kernelarena/tasks" "$WORK/episode.txt"
 check "its step is OK" grep -q "step 1: status OK" "$WORK/episode.txt"
 
+# The installed tasks' hidden files stay out of a command task's reach (docs/sandbox.md,
+# "Hidden folders"): a command task installed beside them, whose candidate (Python run
+# by the harness's commands) tries to read another task's hidden reference.c. The prefix
+# is made readable to the sandbox through CUDA_HOME, as /usr or /opt are where it is
+# installed there; the rest of the prefix stays readable.
+cp -r "$SRC/tests/fixtures/command/tasks/suite" "$P/share/kernelarena/tasks/"
+cp "$SRC/tests/fixtures/command/tasks/suite/demo/sum_py/kernel.py" "$WORK/peek.py"
+cat >>"$WORK/peek.py" <<EOF
+for _p in ("$P/share/kernelarena/tasks/host/gelu/reference.c", "$P/lib/libkaclient.a"):
+    try:
+        open(_p, "rb").close()
+        print("PEEK readable " + _p)
+    except OSError:
+        print("PEEK refused " + _p)
+EOF
+CUDA_HOME=$P ka_run timeout 120 "$P/bin/envctl" episode --tasks "$P/share/kernelarena/tasks" \
+  --backends host --task suite/demo/sum_py --max-steps 1 --verbose \
+  --agent "command:cp $WORK/peek.py kernel.py" >"$WORK/peek.txt" 2>&1
+check "the command task installed beside the tasks ran its step" grep -q "step 1: status" "$WORK/peek.txt"
+check "its Python could not open another task's hidden reference.c" \
+  grep -q "PEEK refused $P/share/kernelarena/tasks/host/gelu/reference.c" "$WORK/peek.txt"
+check "nor did it find it readable" sh -c "! grep -q 'PEEK readable .*reference.c' '$WORK/peek.txt'"
+check "while the rest of the prefix stayed readable" \
+  grep -q "PEEK readable $P/lib/libkaclient.a" "$WORK/peek.txt"
+
 # the C client through pkg-config (the .pc file locates the moved prefix itself)
 cat >"$WORK/app.c" <<'EOF'
 #include <stdio.h>

@@ -733,6 +733,174 @@ static void phase2(const char *bin, const char *tasks) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "envserver 2 exit status %d", status);
 }
 
+/* ---- phase 3: reference prefetches (issue 15; Job.prefetch) */
+
+/* A poll of worker wid that says whether it takes prefetches. */
+static void exec_send_pf(nng_socket e, const char *wid, int prefetch,
+                         const Kernelarena__V1__Result *result, uint32_t wait_ms) {
+  Kernelarena__V1__ExecRequest er = KERNELARENA__V1__EXEC_REQUEST__INIT;
+  Kernelarena__V1__WorkerPoll wp = KERNELARENA__V1__WORKER_POLL__INIT;
+  wp.worker_id = (char *)wid;
+  wp.device = &g_dev;
+  wp.result = (Kernelarena__V1__Result *)result;
+  wp.wait_ms = wait_ms;
+  wp.prefetch = prefetch;
+  er.request_id = g_rid++;
+  er.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
+  er.poll = &wp;
+  ka_nt_send_pb(e, &er.base);
+}
+
+/* Health's prefetch counters. */
+static void health_pf(nng_socket s, long long *queued, long long *sent, long long *dropped) {
+  Resp *r = do_health(s);
+  *queued = r->health->prefetches_queued;
+  *sent = r->health->prefetches_sent;
+  *dropped = r->health->prefetches_dropped;
+  free_resp(r);
+}
+
+/* Reset queues exactly one prefetch per episode, with the episode's seed, that only a
+ * worker polling with WorkerPoll.prefetch gets, and only when no job is queued for it: a
+ * step queued meanwhile goes first. A prefetch makes the worker hold nothing (its next
+ * poll carries no result and loses no job), is never a step (State, Health), and one of
+ * an episode closed, or stepped, before a worker was idle is dropped. */
+static void phase3(const char *bin, const char *tasks) {
+  char state[512], env_url[600], exec_url[600];
+  snprintf(state, sizeof state, "%s/state3", g_tmp);
+  snprintf(env_url, sizeof env_url, "ipc://%s/env.ipc", state);
+  snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", state);
+  g_child2 = fork();
+  CHECK(g_child2 >= 0, "fork");
+  if (g_child2 == 0) {
+    execl(bin, bin, "--state", state, "--tasks", tasks, "--contexts", "2", (char *)NULL);
+    perror("exec envserver");
+    _exit(127);
+  }
+  nng_socket a = ka_nt_open_req(env_url), b = ka_nt_open_req(env_url), e = ka_nt_open_req(exec_url);
+  const char *wid = "test-host/3/host:0";
+  exec_send_pf(e, wid, 0, NULL, 100); /* live, but takes no prefetches yet */
+  exec_expect_empty(e);
+  long long q, sent, dropped;
+
+  printf("phase 3: Reset queues one prefetch per episode; a worker without the flag gets none\n");
+  Resp *r1 = do_reset(a, "host/gelu", 1, 1111, NULL, NULL);
+  Resp *r2 = do_reset(a, "host/gelu", 1, 2222, NULL, NULL);
+  CHECK(r1->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET &&
+            r2->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET,
+        "two resets");
+  const char *ep1 = r1->reset->episode_id, *ep2 = r2->reset->episode_id;
+  health_pf(b, &q, &sent, &dropped);
+  CHECK(q == 2 && sent == 0 && dropped == 0, "after two resets: queued %lld sent %lld dropped %lld",
+        q, sent, dropped);
+  exec_send_pf(e, wid, 0, NULL, 200);
+  exec_expect_empty(e);
+
+  printf("phase 3: a step queued behind the prefetches goes first\n");
+  uint64_t step_rid;
+  const char *src = "/* v1 */\n";
+  send_step(b, ep1, 0, "gelu.c", src, 0, &step_rid);
+  usleep(100 * 1000); /* the step is queued before the worker polls */
+  Kernelarena__V1__ExecResponse *hold;
+  exec_send_pf(e, wid, 1, NULL, 3000);
+  hold = exec_recv(e);
+  CHECK(hold->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && hold->assignment->job,
+        "expected the step's job");
+  Kernelarena__V1__Job *job = hold->assignment->job;
+  char step_job[128];
+  snprintf(step_job, sizeof step_job, "%s/1", ep1);
+  CHECK(!job->prefetch && !strcmp(job->job_id, step_job) && job->n_files > 0,
+        "the worker got %s (prefetch %d), not the step %s", job->job_id, job->prefetch, step_job);
+  Kernelarena__V1__Result res;
+  Kernelarena__V1__CaseResult cr[2], *cv[2];
+  make_result(&res, cr, cv, step_job, KERNELARENA__V1__STATUS__OK);
+  res.attempt = job->attempt;
+
+  printf(
+      "phase 3: then the prefetch of the episode still before its first step, once, with "
+      "its seed; the stepped episode's is dropped\n");
+  exec_send_pf(e, wid, 1, &res, 3000); /* the step's result, and the next poll */
+  kernelarena__v1__exec_response__free_unpacked(hold, NULL);
+  Resp *sr = ka_nt_recv_resp(b);
+  CHECK(sr->request_id == step_rid && sr->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP &&
+            sr->step->observation->step == 1,
+        "the step's answer (body %d)", sr->body_case);
+  free_resp(sr);
+  const char *eps[1] = {ep2};
+  const uint64_t seeds[1] = {2222};
+  for (int i = 0; i < 1; i++) {
+    if (i) exec_send_pf(e, wid, 1, NULL, 3000); /* no result: it holds no job */
+    hold = exec_recv(e);
+    CHECK(
+        hold->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && hold->assignment->job,
+        "expected prefetch %d", i);
+    job = hold->assignment->job;
+    char want[128];
+    snprintf(want, sizeof want, "%s/prefetch", eps[i]);
+    CHECK(job->prefetch && !strcmp(job->job_id, want) && !strcmp(job->task_id, "host/gelu") &&
+              job->problem_seed == seeds[i] && job->n_files == 0,
+          "prefetch %d: %s seed %llu files %zu", i, job->job_id,
+          (unsigned long long)job->problem_seed, job->n_files);
+    kernelarena__v1__exec_response__free_unpacked(hold, NULL);
+  }
+  exec_send_pf(e, wid, 1, NULL, 300); /* no result: it holds no job */
+  exec_expect_empty(e);               /* at most one per episode */
+  health_pf(b, &q, &sent, &dropped);
+  CHECK(q == 2 && sent == 1 && dropped == 1, "queued %lld sent %lld dropped %lld", q, sent,
+        dropped);
+
+  printf("phase 3: a step after a prefetch is dispatched as usual\n");
+  send_step(b, ep2, 0, "gelu.c", src, 0, &step_rid);
+  usleep(100 * 1000);
+  exec_send_pf(e, wid, 1, NULL, 3000);
+  hold = exec_recv(e);
+  CHECK(hold->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT && hold->assignment->job,
+        "expected ep2's step");
+  job = hold->assignment->job;
+  snprintf(step_job, sizeof step_job, "%s/1", ep2);
+  CHECK(!job->prefetch && !strcmp(job->job_id, step_job), "ep2's step: %s", job->job_id);
+  make_result(&res, cr, cv, step_job, KERNELARENA__V1__STATUS__OK);
+  res.attempt = job->attempt;
+  exec_send_pf(e, wid, 1, &res, 300);
+  kernelarena__v1__exec_response__free_unpacked(hold, NULL);
+  sr = ka_nt_recv_resp(b);
+  CHECK(sr->request_id == step_rid && sr->body_case == KERNELARENA__V1__RESPONSE__BODY_STEP,
+        "ep2's step answer (body %d)", sr->body_case);
+  free_resp(sr);
+  exec_expect_empty(e);
+  Resp *st = do_state(a, ep1);
+  CHECK(st->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && st->state->step == 1,
+        "ep1: one step counted, not a prefetch (step %d)", (int)st->state->step);
+  free_resp(st);
+  st = do_state(a, ep2);
+  CHECK(st->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE && st->state->step == 1,
+        "ep2: its prefetch is no step (step %d)", (int)st->state->step);
+  free_resp(st);
+
+  printf("phase 3: a prefetch of an episode closed before a worker was idle is dropped\n");
+  Resp *r3 = do_reset(a, "host/gelu", 1, 3333, NULL, NULL);
+  CHECK(r3->body_case == KERNELARENA__V1__RESPONSE__BODY_RESET, "reset 3");
+  Resp *cl = do_close(a, r3->reset->episode_id);
+  CHECK(cl->body_case == KERNELARENA__V1__RESPONSE__BODY_CLOSE, "close 3");
+  free_resp(cl);
+  exec_send_pf(e, wid, 1, NULL, 300);
+  exec_expect_empty(e);
+  health_pf(b, &q, &sent, &dropped);
+  CHECK(q == 3 && sent == 1 && dropped == 2, "queued %lld sent %lld dropped %lld", q, sent,
+        dropped);
+  free_resp(r1);
+  free_resp(r2);
+  free_resp(r3);
+  nng_close(a);
+  nng_close(b);
+  nng_close(e);
+  CHECK(kill(g_child2, SIGTERM) == 0, "kill");
+  int status;
+  CHECK(waitpid(g_child2, &status, 0) == g_child2, "waitpid");
+  g_child2 = -1;
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "envserver 3 exit status %d", status);
+}
+
 int main(int argc, char **argv) {
   CHECK(argc == 3, "usage: %s ENVSERVER TASKS_DIR", argv[0]);
   const char *bin = argv[1], *tasks = argv[2];
@@ -1286,6 +1454,7 @@ int main(int argc, char **argv) {
   free(baseline);
   free(prompt_md);
   phase2(bin, tasks);
+  phase3(bin, tasks);
   printf("server_protocol: all checks passed\n");
   return 0;
 }

@@ -23,10 +23,13 @@ static int ec_health(ka_client *c, const ec_opts *o) {
   }
   printf(
       "ok=%d executors=%d devices=%d queued=%d running=%d open_episodes=%d uptime_s=%.1f "
-      "redispatched=%lld stale_results=%lld\n",
+      "redispatched=%lld stale_results=%lld prefetches_queued=%lld prefetches_sent=%lld "
+      "prefetches_dropped=%lld\n",
       r->health->ok, r->health->executors, r->health->devices, r->health->queued_jobs,
       r->health->running_jobs, r->health->open_episodes, r->health->uptime_s,
-      (long long)r->health->redispatched_jobs, (long long)r->health->stale_results);
+      (long long)r->health->redispatched_jobs, (long long)r->health->stale_results,
+      (long long)r->health->prefetches_queued, (long long)r->health->prefetches_sent,
+      (long long)r->health->prefetches_dropped);
   ka_client_free_response(r);
   return 0;
 }

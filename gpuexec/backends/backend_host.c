@@ -585,14 +585,16 @@ static int host_spawn(ka_backend_ctx *c, const char *so, const ka_compile_req *r
   snprintf(home, sizeof home, "HOME=%s", req->workdir);
   /* the operator's sandbox switches (sandbox.h), so that the module process applies the
    * layers the runner applies */
-  char sw[2][64];
-  char *env[6] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
+  char sw[3][64 + 4 * PATH_MAX];
+  char *env[7] = {"LANG=C", "OMP_WAIT_POLICY=PASSIVE", home, NULL};
   int ne = 3;
-  const char *names[] = {"KA_SANDBOX_SECCOMP", "KA_SANDBOX_LANDLOCK"};
-  for (int i = 0; i < 2; i++) {
+  const char *names[] = {"KA_SANDBOX_SECCOMP", "KA_SANDBOX_LANDLOCK", KA_SANDBOX_HIDE_ENV};
+  for (int i = 0; i < 3; i++) {
     const char *v = getenv(names[i]);
-    if (v && snprintf(sw[i], sizeof sw[i], "%s=%s", names[i], v) < (int)sizeof sw[i])
-      env[ne++] = sw[i];
+    if (!v) continue;
+    if (snprintf(sw[i], sizeof sw[i], "%s=%s", names[i], v) >= (int)sizeof sw[i])
+      return KA_EINVAL; /* never a module process without its hidden folders */
+    env[ne++] = sw[i];
   }
   env[ne] = NULL;
   int sv[2];

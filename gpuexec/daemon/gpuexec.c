@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "gpuexec.h"
+#include "sandbox.h"
 #include "triton.h"
 #include "refcache.h"
 #include "ka_common.h"
@@ -325,6 +326,7 @@ static void *gx_worker_main(void *arg) {
     poll.device = w->dev;
     poll.wait_ms = GX_POLL_WAIT_MS;
     poll.heartbeats = w->hb_interval_s > 0;
+    poll.prefetch = !w->cfg->no_prefetch;
     if (have_pending) poll.result = &pending;
     req.request_id = ++reqid;
     req.body_case = KERNELARENA__V1__EXEC_REQUEST__BODY_POLL;
@@ -382,6 +384,11 @@ static void *gx_worker_main(void *arg) {
     if (resp->body_case == KERNELARENA__V1__EXEC_RESPONSE__BODY_ASSIGNMENT &&
         resp->assignment->job) {
       const Kernelarena__V1__Job *job = resp->assignment->job;
+      if (job->prefetch) { /* no result, no heartbeat: the prefetch thread runs it */
+        ka_prefetch_queue(w->cfg, job);
+        kernelarena__v1__exec_response__free_unpacked(resp, NULL);
+        continue;
+      }
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s (%s)\n", w->id, job->job_id, job->task_id);
       gx_heartbeat_set(w, job->job_id, job->attempt);
@@ -430,6 +437,25 @@ static void gx_reap_stale(const char *tmp) {
 /* Language triton (gpuexec/backends/triton.h): once, and only when reg holds a triton
  * task, finds and probes the Python with triton for the runners (ka_triton_setup). 1 when
  * triton is usable, else 0 after a line that says why. */
+/* Hides, from every sandbox domain that runs submitted code, the folders that hold what
+ * a submission must not read (ka_sandbox_hide): the tasks (hidden baselines, reference.c,
+ * held-out cases: readable otherwise where the tasks are installed under /usr, /opt or
+ * a venv of --command-path), the compile cache and the triton cache (baselines' builds).
+ * Before any thread starts. 0, or 1 after a line on stderr. */
+static int gx_hide(const char *tasks_dir, const char *cache, const char *triton_cache) {
+  const char *dirs[] = {tasks_dir, cache, triton_cache};
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i]) continue;
+    if (i > 0) ka_mkdirs(dirs[i]); /* made now, so that it is hidden once it fills */
+    int rc = ka_sandbox_hide(dirs[i]);
+    if (rc) {
+      fprintf(stderr, "gpuexec: cannot hide %s from the sandbox: %s\n", dirs[i], ka_strerror(rc));
+      return 1;
+    }
+  }
+  return 0;
+}
+
 static int gx_triton(const ka_registry *reg, const char *exedir, const char *cache,
                      const char *python, const char *tcache) {
   static int state = -1;
@@ -467,6 +493,9 @@ static void gx_usage(FILE *f) {
       "                   across the steps of an episode (default %d MiB; 0: none)\n"
       "  --no-pool        start each job's runner when the job comes (default: one\n"
       "                   runner per GPU evaluation slot is started ahead, its context open)\n"
+      "  --no-prefetch    take no reference prefetches (default: an idle worker takes the\n"
+      "                   one envserver queues at Reset and a low-priority thread computes\n"
+      "                   the first step's inputs and references into the cache)\n"
       "  --jobs-per-device N  evaluations in flight per device (1 to %d; default %d on\n"
       "                   GPUs, 1 on the host backend unless given); timed calls still\n"
       "                   run alone on the device (docs/integrity.md)\n"
@@ -509,6 +538,7 @@ int main(int argc, char **argv) {
                                        {"adaptive-reps", required_argument, 0, 'A'},
                                        {"ref-cache-mb", required_argument, 0, 'R'},
                                        {"no-pool", no_argument, 0, 'P'},
+                                       {"no-prefetch", no_argument, 0, 'F'},
                                        {"jobs-per-device", required_argument, 0, 'J'},
                                        {"call-limit", required_argument, 0, 'L'},
                                        {"timed-budget-ms", required_argument, 0, 'B'},
@@ -538,10 +568,10 @@ int main(int argc, char **argv) {
     }
     adaptive = (int)v;
   }
-  int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0;
+  int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0, prefetch = 1;
   double call_limit = GX_CALL_LIMIT_S;
   int timed_budget_ms = GX_TIMED_BUDGET_MS;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PJ:L:T:C:B:X:", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PFJ:L:T:C:B:X:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -554,6 +584,9 @@ int main(int argc, char **argv) {
         break;
       case 'c':
         cache = optarg;
+        break;
+      case 'F':
+        prefetch = 0;
         break;
       case 'v':
         verbose = 1;
@@ -633,6 +666,7 @@ int main(int argc, char **argv) {
     cache = cachebuf;
   }
   gx_reap_stale(tmp);
+  if (gx_hide(tasks_dir, cache, triton_cache)) return 1;
   char own_tmp[PATH_MAX];
   snprintf(own_tmp, sizeof own_tmp, "%s/%s%d", tmp, GX_OWN_PREFIX, (int)getpid());
   if (mkdir(own_tmp, 0700) != 0 && errno != EEXIST) {
@@ -641,6 +675,7 @@ int main(int argc, char **argv) {
   }
   ka_exec_config cfg = {.server_url = server,
                         .command_path = command_path,
+                        .no_prefetch = !prefetch,
                         .runner_path = runner,
                         .cache_dir = cache,
                         .tmp_dir = own_tmp,

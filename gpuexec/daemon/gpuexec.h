@@ -44,6 +44,8 @@ typedef struct ka_exec_config {
   /* command tasks: folders put before the system's on their commands' PATH, e.g. a
    * venv's bin (gpuexec --command-path; command.c) */
   const char *command_path;
+
+  int no_prefetch; /* gpuexec --no-prefetch: its workers take no reference prefetches */
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res
@@ -59,6 +61,23 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
  * never does loses nothing but that time. Per thread: call it from the thread that
  * called ka_evaluate. */
 void ka_evaluate_finish(const ka_exec_config *cfg);
+
+/* A reference prefetch (Job.prefetch, issue 15): draws the correctness inputs of the
+ * job's cases from its problem seed as a step of the same (task, problem seed) would
+ * (wk_seeds) and computes their reference outputs into cfg->ref_cache, so that step finds
+ * them there. Starts no runner and makes no Result. *ms (may be NULL): the time it took.
+ * KA_OK; KA_EINVAL for a task it does not know or a command task; the error of the cache
+ * or of the task's reference otherwise, with the reason in err. A failure changes
+ * nothing: the step computes what is missing itself. Thread safe. */
+int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, double *ms, char *err,
+                size_t errlen);
+
+/* Queues a copy of a prefetch job for the executor's prefetch thread (prefetch.c), which
+ * runs ka_prefetch at the lowest CPU priority, one job at a time, oldest first; a full
+ * queue (KA_PREFETCH_QUEUE) drops its oldest. Returns at once: the worker polls again.
+ * Thread safe. */
+#define KA_PREFETCH_QUEUE 16
+void ka_prefetch_queue(const ka_exec_config *cfg, const Kernelarena__V1__Job *job);
 
 /* Kills the process group of every runner still running (gpuexec shutdown). */
 void ka_kill_runners(void);

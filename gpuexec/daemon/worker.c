@@ -288,6 +288,7 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_SANDBOX_SECCOMP",
                                "KA_SANDBOX_LANDLOCK",
                                "KA_SANDBOX_UNIX",
+                               "KA_SANDBOX_HIDE",  /* folders hidden (ka_sandbox_hide) */
                                "KA_TRITON_PYTHON", /* language triton (triton.h) */
                                "KA_TRITON_PREFIX",
                                "KA_TRITON_SITE",
@@ -1732,6 +1733,30 @@ static void wk_early_end(wk_early *e) {
     if (fds[i] >= 0) close(fds[i]);
   e->trial_r = e->stop[0] = e->stop[1] = -1;
   e->started = 0;
+}
+
+int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, double *ms, char *err,
+                size_t errlen) {
+  double t0 = ka_now_s();
+  wk_eval *ev = calloc(1, sizeof *ev);
+  if (!ev) return KA_ENOMEM;
+  Kernelarena__V1__Result res = KERNELARENA__V1__RESULT__INIT;
+  ev->cfg = cfg, ev->job = job;
+  const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
+  int rc = !ct || ct->command ? KA_EINVAL : wk_check_job(ev, &res, err, errlen);
+  if (rc == KA_OK) wk_seeds(ev); /* the step's derivation: the same cache entries */
+  for (int i = 0; rc == KA_OK && i < ev->t->ncases + ev->t->nheld; i++) {
+    if (ev->t->cases[i].held_out && !job->include_held_out) continue;
+    ka_refentry *e = NULL;
+    rc = ka_ref_acquire(cfg->ref_cache, ev->t, i, ev->in_seed, &e, err, errlen);
+    if (rc == KA_OK) rc = ka_ref_reference(e, ev->ref);
+    if (e) ka_ref_release(cfg->ref_cache, e);
+  }
+  if (rc && res.message && !err[0]) snprintf(err, errlen, "%s", res.message);
+  ka_result_clear(&res);
+  free(ev);
+  if (ms) *ms = (ka_now_s() - t0) * 1e3;
+  return rc;
 }
 
 static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,

@@ -465,6 +465,79 @@ static int sb_ll_dev(int rs, int who, int abi, uint64_t fs) {
   return rc;
 }
 
+/* ---- hidden folders (ka_sandbox_hide) */
+
+#define SB_MAX_HIDDEN 16
+
+int ka_sandbox_hide(const char *path) {
+  char real[PATH_MAX];
+  if (!path || !realpath(path, real)) return KA_ENOENT;
+  if (strchr(real, ':')) return KA_EINVAL; /* the list's separator */
+  const char *old = getenv(KA_SANDBOX_HIDE_ENV);
+  size_t n = (old ? strlen(old) + 1 : 0) + strlen(real) + 1;
+  char *v = malloc(n);
+  if (!v) return KA_ENOMEM;
+  snprintf(v, n, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", real);
+  int rc = setenv(KA_SANDBOX_HIDE_ENV, v, 1) == 0 ? KA_OK : KA_ENOMEM;
+  free(v);
+  return rc;
+}
+
+/* The absolute folders of KA_SANDBOX_HIDE: pointers into *buf (malloc'd, the caller frees
+ * it; NULL when there are none), at most SB_MAX_HIDDEN. Returns how many. */
+static int sb_hidden_list(char **buf, char **hid) {
+  const char *v = getenv(KA_SANDBOX_HIDE_ENV);
+  *buf = v && *v ? strdup(v) : NULL;
+  int n = 0;
+  char *save = NULL;
+  for (char *tok = *buf ? strtok_r(*buf, ":", &save) : NULL; tok && n < SB_MAX_HIDDEN;
+       tok = strtok_r(NULL, ":", &save))
+    if (tok[0] == '/') hid[n++] = tok;
+  return n;
+}
+
+/* 1 if the absolute, resolved path p is dir or lies beneath it. */
+static int sb_beneath(const char *p, const char *dir) {
+  size_t n = strlen(dir);
+  while (n > 1 && dir[n - 1] == '/') n--;
+  if (n == 1 && dir[0] == '/') return 1;
+  return !strncmp(p, dir, n) && (p[n] == '\0' || p[n] == '/');
+}
+
+/* sb_ll_allow(path), but never for a hidden folder (hid[0..nhid)) or anything beneath
+ * one: where a hidden folder lies beneath path, every entry of path gets a rule of its
+ * own instead, recursively on the way down, and the hidden folder none (Landlock only
+ * adds access, so a rule on any folder above it would open it). Symbolic links get no
+ * rule: Landlock checks the file a link leads to, which a rule of its own must allow,
+ * as with a rule on the folder the link lies in. */
+static int sb_ll_allow_visible(int rs, const char *path, uint64_t access, uint64_t fs,
+                               char *const *hid, int nhid, int depth) {
+  char real[PATH_MAX];
+  if (!realpath(path, real)) return 0; /* does not exist: skipped, as in sb_ll_allow */
+  int above = 0;
+  for (int i = 0; i < nhid; i++) {
+    if (sb_beneath(real, hid[i])) return 0;
+    above |= sb_beneath(hid[i], real);
+  }
+  if (!above) return sb_ll_allow(rs, real, access, fs);
+  DIR *d = depth < 64 ? opendir(real) : NULL;
+  if (!d) return 0;
+  int rc = 0;
+  struct dirent *e;
+  while (!rc && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char p[PATH_MAX];
+    struct stat st;
+    if (snprintf(p, sizeof p, "%s/%s", strcmp(real, "/") ? real : "", e->d_name) >= (int)sizeof p ||
+        lstat(p, &st) != 0 || S_ISLNK(st.st_mode))
+      continue;
+    rc = sb_ll_allow_visible(rs, p, access, fs, hid, nhid, depth + 1);
+    if (rc && errno == EBADFD) rc = 0; /* not a file of a filesystem (a socket): skipped */
+  }
+  closedir(d);
+  return rc;
+}
+
 /* Restricts the calling thread and what it starts to the file access of `who`, with
  * read-write access to workdir (and only there). */
 static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
@@ -508,16 +581,21 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
                                    "/proc",
                                    "/sys",
                                    NULL};
+  /* the hidden folders (ka_sandbox_hide) stay closed to every domain that runs submitted
+   * code, wherever they lie; the runner (trusted: it reads the baseline) keeps them */
+  char *hbuf = NULL, *hid[SB_MAX_HIDDEN];
+  int nhid = who == SB_LL_RUNNER ? 0 : sb_hidden_list(&hbuf, hid);
+#define SB_RX(p) sb_ll_allow_visible(rs, (p), rx, fs, hid, nhid, 0)
   int rc = 0;
   for (int i = 0; ro[i] && !rc; i++) {
     if (who == SB_LL_COMPILER && (!strcmp(ro[i], "/proc") || !strcmp(ro[i], "/sys"))) continue;
-    rc = sb_ll_allow(rs, ro[i], rx, fs);
+    rc = SB_RX(ro[i]);
   }
   /* ka-runner's folder (the backend modules), the library path, the CUDA toolkit */
   char dir[PATH_MAX];
-  if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = sb_ll_allow(rs, dir, rx, fs);
+  if (!rc && ka_exe_dir(dir, sizeof dir) == KA_OK) rc = SB_RX(dir);
   for (int i = 0; who == SB_LL_COMMAND && sb_cmd_ro && sb_cmd_ro[i] && !rc; i++)
-    if (sb_cmd_ro[i][0] == '/') rc = sb_ll_allow(rs, sb_cmd_ro[i], rx, fs);
+    if (sb_cmd_ro[i][0] == '/') rc = SB_RX(sb_cmd_ro[i]);
   /* KA_TRITON_PREFIX: the installation of the Python that has triton (a venv: its
    * packages and ptxas), for the triton compiler (gpuexec/backends/triton.h) */
   const char *envs[] = {"LD_LIBRARY_PATH", "CUDA_HOME", "KA_BACKEND_PATH", "KA_TRITON_PREFIX",
@@ -528,9 +606,11 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
     char *copy = strdup(v), *save = NULL;
     for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok && !rc;
          tok = strtok_r(NULL, ":", &save))
-      if (tok[0] == '/') rc = sb_ll_allow(rs, tok, rx, fs);
+      if (tok[0] == '/') rc = SB_RX(tok);
     free(copy);
   }
+#undef SB_RX
+  free(hbuf);
   /* devices (the GPU's, /dev/null, /dev/urandom; /dev/shm for the runner only) and the
    * private workdir */
   if (!rc) rc = sb_ll_dev(rs, who, abi, fs);

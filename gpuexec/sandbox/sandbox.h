@@ -178,6 +178,22 @@ int ka_import_check(const char *so_path, const ka_task *t, char **log);
  * ka_sandbox_candidate (one evaluation per runner process). */
 int ka_sandbox_module_imports(const char *so_path, char **log);
 
+/* The environment variable that lists the hidden folders (colon-separated absolute real
+ * paths): the task registry's root and gpuexec's compile cache (ka_sandbox_hide). */
+#define KA_SANDBOX_HIDE_ENV "KA_SANDBOX_HIDE"
+
+/* Adds path (resolved with realpath) to the folders hidden from every Landlock domain
+ * that runs submitted code (compiler, module process, command task's command), by
+ * appending it to KA_SANDBOX_HIDE in this process's environment, which gpuexec passes on
+ * to its runners and they to their module processes. A hidden folder stays unreadable
+ * even where it lies beneath a folder those domains may read (/usr, /opt, a venv of
+ * --command-path, KA_TRITON_PREFIX, LD_LIBRARY_PATH): an installed layout keeps the
+ * tasks' hidden files (instruction2triton's baseline/, reference.c, held-out cases) in
+ * share/kernelarena/tasks. The runner's own domain (trusted code that reads the baseline)
+ * is not affected. KA_OK; KA_ENOENT if path does not resolve; KA_ENOMEM. Call it before
+ * threads start (setenv is not thread safe). */
+int ka_sandbox_hide(const char *path);
+
 /* 1 if the running kernel offers Landlock (its ABI version > 0), else 0. */
 int ka_sandbox_landlock_abi(void);
 
