@@ -9,6 +9,9 @@ CASE:
               of 8: rollouts() loses no rollout (replayed in new episodes), Env.step raises
               a retryable KernelArenaError (no pynng exception), cleanup raises nothing
   pickle      KernelArenaError from a real failed call crosses multiprocessing intact
+  connect     a first connect to no server (a missing ipc socket file, a refused tcp port)
+              fails fast (Client, AsyncClient, TextEpisode, SkyRL) with a clear message;
+              a restart of a server reached before is still waited for
   vector      gymnasium.make_vec(..., vectorization_mode="async") with its defaults (fork,
               shared memory): reset and step in 2 envs; a child forked after nng was
               started gets FAILED_PRECONDITION, not a process abort
@@ -231,7 +234,8 @@ def case_pickle():
             pool.apply(_fail_call, (url,))
             check(False, "a call to no server succeeded")
         except KernelArenaError as e:
-            check(e.code == "UNAVAILABLE" and e.retryable and url in e.message,
+            check(e.code == "UNAVAILABLE" and not e.retryable and url in e.message and
+                  "no kernelarena server" in e.message,
                   f"the worker's KernelArenaError arrived intact: {e}")
     with multiprocessing.get_context("fork").Pool(1) as pool:
         try:
@@ -239,6 +243,73 @@ def case_pickle():
         except KernelArenaError as e:
             check(e.code == "INVALID_ARGUMENT" and not e.retryable,
                   f"and from a forked worker: {e.code}")
+
+
+def _fails_fast(what, call, url, bound=3.0):
+    """call() must raise KernelArenaError UNAVAILABLE, not retryable, naming url and
+    saying there is no server, within bound seconds."""
+    t = time.monotonic()
+    try:
+        call()
+        check(False, f"{what}: answered with no server at {url}")
+    except KernelArenaError as e:
+        dt = time.monotonic() - t
+        check(e.code == "UNAVAILABLE" and not e.retryable and url in e.message and
+              "no kernelarena server" in e.message and dt < bound,
+              f"{what}: failed in {dt:.2f} s (< {bound:g}): {e}")
+        return e
+
+
+def case_connect():
+    """A first connect to no server fails fast (it took ~75 s through the text layer's
+    retries): an ipc:// socket file that does not exist and a refused tcp:// port, through
+    Client, AsyncClient, TextEpisode and SkyRL's env; the error says why. A server that
+    starts later is then reached by the same Client, and once reached, a server restart
+    is waited for by a client made while it is down (not failed fast)."""
+    need("skyrl_gym", "")
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    from kernelarena.integrations.text import TextEpisode
+    gone = f"ipc://{WORK}/no/such/env.ipc"
+    e = _fails_fast("TextEpisode.reset, ipc socket file missing",
+                    lambda: TextEpisode("host/gelu", url=gone).reset(seed=1), gone)
+    check("does not exist" in e.message and "wait_ready" in e.message,
+          "the message names the missing socket file and wait_ready")
+    refused = f"tcp://127.0.0.1:{free_port()}"
+    e = _fails_fast("TextEpisode.reset, tcp refused",
+                    lambda: TextEpisode("host/gelu", url=refused).reset(seed=1), refused)
+    check("connection refused" in e.message, "the message says the connection was refused")
+
+    async def acall():
+        async with kernelarena.AsyncClient(URL) as ac:
+            await ac.health()
+    _fails_fast("AsyncClient.health before the server starts", lambda: asyncio.run(acall()), URL)
+
+    def skyrl_init():
+        env = skyrl_gym.make("kernelarena", env_config={"url": URL},
+                             extras={"task_id": "host/gelu", "seed": 3})
+        try:
+            env.init([])
+        finally:
+            env.close()
+    _fails_fast("skyrl env.init", skyrl_init, URL)
+    c = kernelarena.Client(URL, timeout_s=30)
+    _fails_fast("Client.health", c.health, URL)
+    start_stack()
+    c.wait_ready(timeout_s=60)
+    check(c.health().executors >= 1, "the same Client reaches the server once it is up")
+    PROCS["server"].kill()
+    PROCS["server"].wait()
+    threading.Timer(1.0, start_server).start()
+    t = time.monotonic()
+    ep = TextEpisode("host/gelu", url=URL, timeout_s=60)
+    try:
+        prompt = ep.reset(seed=5)
+    finally:
+        ep.close()
+    check("## How to reply" in prompt and time.monotonic() - t > 0.5,
+          f"a URL reached before: a new TextEpisode made while the server restarts waits for "
+          f"it ({time.monotonic() - t:.1f} s), no fast failure")
 
 
 def case_vector():

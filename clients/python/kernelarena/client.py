@@ -13,6 +13,13 @@ as long as no call was made before the fork: nng cannot be used in a child forke
 process that started it (it aborts the process: "nng is not fork-reentrant safe"); a
 client asked to do so raises KernelArenaError("FAILED_PRECONDITION") instead.
 
+A URL with no server behind it fails fast: the first connection this process makes to a
+URL is a blocking dial (bounded by connect_timeout_s), so an ipc:// socket file that does
+not exist, or a tcp:// port nobody listens on, raises KernelArenaError("UNAVAILABLE",
+retryable=False) at once, saying so (Client.wait_ready waits for a server that is still
+starting). Once this process has reached a URL, later clients of it dial in the
+background instead, so a server that restarts is waited for and retried as below.
+
 A dead server is noticed at once: when the connection closes, every call waiting for
 its reply fails with KernelArenaError("UNAVAILABLE", retryable=True) instead of waiting
 out its timeout (the request may or may not have been carried out: a Step retried with
@@ -69,6 +76,23 @@ def _nng_error(url: str, e: Exception, closed: bool = False) -> KernelArenaError
     if closed:
         return KernelArenaError("FAILED_PRECONDITION", f"{url}: the client is closed", False)
     return KernelArenaError("UNAVAILABLE", f"{url}: {type(e).__name__}: {e}", True)
+
+
+# URLs this process has connected to at least once: a client's first dial of one of them
+# is a background dial (the server may be restarting: calls wait for it up to
+# connect_timeout_s and are retried); a URL never reached is dialled blocking, so that no
+# server there fails at once (_Base._dial_first).
+_reached_urls: set = set()
+
+
+def _refused_message(url: str) -> str:
+    """Why a first dial was refused, and what to do about it."""
+    why = "nothing listens there (connection refused)"
+    if url.startswith("ipc://") and not os.path.exists(url[len("ipc://"):]):
+        why = f"the socket file {url[len('ipc://'):]} does not exist"
+    return (f"cannot connect to {url}: no kernelarena server: {why}. Start envserver (or "
+            "point the url / $KERNELARENA_URL at one); Client.wait_ready() waits for a "
+            "server that is starting")
 
 
 # The process that started nng (made the first socket), or None: a forked child of it
@@ -145,16 +169,61 @@ class _Base:
             sock.reconnect_time_min = 50
             sock.reconnect_time_max = 1000
             sock.add_post_pipe_remove_cb(self._pipe_removed)
-            # Non-blocking dial: a server that is not up yet is dialled again in the
-            # background; calls wait for it up to connect_timeout_s (the send timeout).
-            try:
-                sock.dial(self.url, block=False)
-            except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
-                sock.close()
-                raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
-                                       False) from None
+            if self.url in _reached_urls:
+                self._dial_background(sock)
+            else:
+                self._dial_first(sock)
             self._sock = sock
             return sock
+
+    def _dial_background(self, sock):
+        """Non-blocking dial of a URL this process has reached before: a server that is
+        down (restarting) is dialled again in the background; calls wait for it up to
+        connect_timeout_s (the send timeout). Closes sock and raises
+        KernelArenaError(INVALID_ARGUMENT) for a URL nng cannot dial."""
+        try:
+            sock.dial(self.url, block=False)
+        except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
+            sock.close()
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
+
+    def _dial_first(self, sock):
+        """Blocking dial of a URL this process has not reached yet, on a helper thread,
+        waited for up to connect_timeout_s. Connected: the URL is remembered
+        (_reached_urls) and nng redials it by itself if the connection drops. Refused
+        (no ipc socket file, nobody on the tcp port) or another dial error: closes sock
+        and raises KernelArenaError(UNAVAILABLE, not retryable) at once; no answer in
+        time (a tcp host that drops packets): closes sock and raises UNAVAILABLE,
+        retryable. Blocks the calling thread (an AsyncClient's event loop too) for at
+        most connect_timeout_s."""
+        box: Dict[str, BaseException] = {}
+
+        def dial():
+            try:
+                sock.dial(self.url, block=True)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+        t = threading.Thread(target=dial, name="kernelarena-dial", daemon=True)
+        t.start()
+        t.join(self.connect_timeout_s)
+        if t.is_alive():
+            sock.close()  # aborts the dial
+            t.join(1.0)
+            raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}: no connection "
+                                   f"within {self.connect_timeout_s:g} s", True)
+        e = box.get("error")
+        if e is None:
+            _reached_urls.add(self.url)
+            return
+        sock.close()
+        if isinstance(e, pynng.ConnectionRefused):
+            raise KernelArenaError("UNAVAILABLE", _refused_message(self.url), False) from None
+        if isinstance(e, (pynng.AddressInvalid, pynng.NotSupported, pynng.InvalidOperation)):
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
+        raise KernelArenaError("UNAVAILABLE", f"cannot connect to {self.url}: "
+                               f"{type(e).__name__}: {e}", False) from None
 
     def _new_context(self):
         sock = self._socket()
