@@ -438,11 +438,22 @@ def case_text():
           "the prompt text: task, current file, reply format")
     r = ep.step("I would keep it as it is.")
     check(not r.evaluated and r.status == "NO_FILES" and r.reward == 0.0 and not r.done and
-          "no fenced code block" in r.feedback, "a reply with no block: not evaluated, told why")
+          "no fenced code block" in r.feedback and "You have 1 step(s) left" in r.feedback,
+          "a reply with no block: not evaluated, told why and how many steps are left")
     r = ep.step(reply(GELU))
     check(r.evaluated and r.status == "OK" and r.reward > 1.2 and r.done and
           "Evaluation: OK" in r.feedback and abs(r.reward - r.raw_reward / 100) < 1e-9,
           f"the baseline in a block: OK, scaled reward {r.reward:.3f}, done")
+    # a reply with no block on the last step: its feedback still says why, and that the
+    # episode is over (not the reply format again, as if another turn came)
+    prompt = ep.reset(seed=9)
+    ep.step(reply(GELU))
+    r = ep.step("Done, nothing more to change.")
+    check(not r.evaluated and r.status == "NO_FILES" and r.done and
+          "no fenced code block" in r.feedback and "the episode is over" in r.feedback and
+          "Reply with the complete" not in r.feedback,
+          f"no block on the last step: the feedback says why and that the episode is over: "
+          f"{r.feedback!r}")
     ep.close()
 
     async def group():
@@ -783,6 +794,17 @@ def case_verifiers():
     check(len(seen2) == 4 and sum("Nothing was evaluated" in m[-1]["content"] for m in seen2) == 2
           and all(len(m) == 4 for m in seen2 if "Nothing was evaluated" in m[-1]["content"]),
           "the second turn: the conversation so far, the feedback last")
+    check(all("Evaluation: OK" in t["info"]["feedback"] for t in traces),
+          "the trace's info has the last step's feedback")
+    # a reply with no file on the last (only) step: its feedback is in the trace
+    url3, _ = stub_model(lambda k, m: "No code, sorry.")
+    eps = run("out3", url3, "--env.taskset.task-id", "host/gelu", "--env.taskset.seed", "5",
+              "-r", "1")
+    t = eps[0]["traces"][0] if eps else {"info": {}}
+    check(len(eps) == 1 and eps[0]["ok"] and t["info"].get("status") == "NO_FILES" and
+          "no fenced code block" in t["info"].get("feedback", "") and
+          "the episode is over" in t["info"]["feedback"],
+          "no file on the last step: NO_FILES, its feedback in the trace's info")
 
 
 def case_nemo_gym():

@@ -76,10 +76,12 @@ def _lang(path: str) -> str:
 class ParsedReply:
     """What parse_reply found: files {path: contents} to send; problems (each a sentence:
     a block naming a file that may not change, an unclosed block); feedback: the text to
-    send back when files is empty (else "")."""
+    send back when files is empty (else ""): why, then how to reply; why: its first part
+    alone (for a last turn, when there is no next reply to format)."""
     files: Dict[str, str] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
     feedback: str = ""
+    why: str = ""
 
     @property
     def ok(self) -> bool:
@@ -160,8 +162,8 @@ def parse_reply(reply: str, editable: Sequence[str]) -> ParsedReply:
     if not pr.files:
         why = ("your reply has no fenced code block" if not blocks else
                "no code block of your reply names a file you may change")
-        extra = "".join(f"\n- {p}" for p in pr.problems)
-        pr.feedback = (f"Nothing was evaluated: {why}.{extra}\n\n{reply_format(editable)}")
+        pr.why = f"Nothing was evaluated: {why}." + "".join(f"\n- {p}" for p in pr.problems)
+        pr.feedback = f"{pr.why}\n\n{reply_format(editable)}"
     return pr
 
 
@@ -177,9 +179,9 @@ def parse_files(files: Mapping[str, str], editable: Sequence[str]) -> ParsedRepl
             pr.problems.append(f"`{path}` may not change (not sent); files you may change: "
                                f"{_fmt_files(editable)}")
     if not pr.files:
-        extra = "".join(f"\n- {p}" for p in pr.problems)
-        pr.feedback = (f"Nothing was evaluated: no file you may change was given.{extra}\n"
-                       f"Files you may change: {_fmt_files(editable)}.")
+        pr.why = ("Nothing was evaluated: no file you may change was given." +
+                  "".join(f"\n- {p}" for p in pr.problems))
+        pr.feedback = f"{pr.why}\nFiles you may change: {_fmt_files(editable)}."
     return pr
 
 
@@ -295,11 +297,18 @@ class _EpisodeBase:
         return self.prompt
 
     def _no_files(self, pr: ParsedReply) -> TextStep:
+        """The TextStep of a reply with nothing to evaluate: the feedback says why, then
+        how to reply and the steps left, or, on the last turn, that the episode is over."""
         self.turns += 1
         self.done = self.turns >= self.max_steps
         comps = {k: 0.0 for k in ("compiled", "correct", "speedup_geomean", "flagged")}
         comps.update({f"speedup/{c}": 0.0 for c in self.case_names})
-        return TextStep(pr.feedback, NO_FILES_REWARD, 0.0, self.done, "NO_FILES", comps, False)
+        if self.done:
+            fb = (f"{pr.why}\nThat was your last step: the episode is over (reward "
+                  f"{NO_FILES_REWARD:g}).\n")
+        else:
+            fb = f"{pr.feedback}\nYou have {self.max_steps - self.turns} step(s) left.\n"
+        return TextStep(fb, NO_FILES_REWARD, 0.0, self.done, "NO_FILES", comps, False)
 
     def _on_step(self, s, pr: ParsedReply) -> TextStep:
         self.steps = int(s.observation.step)

@@ -18,7 +18,8 @@ __all__: one Taskset, one Env and one Harness.
   run's user: the text layer's prompt is the first user turn, each model reply is
   parsed and evaluated, the feedback is the next user turn until the episode is done;
   the reward `kernelarena` is the scaled reward of the last evaluated step (0 when
-  none was), the status label and the raw reward go to the trace's info.
+  none was), the status label, the raw reward and the last step's feedback (also when
+  that reply had no file) go to the trace's info.
 - KernelArenaHarness: the model's side in-process, one chat completion per segment
   through the interception endpoint verifiers gives it (verifiers' own harnesses are
   programs prepared with uv; this one needs no program and no container). The agent's
@@ -114,12 +115,12 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
                          reward_cap=info.get("reward_cap"))
         try:
             prompt = await asyncio.to_thread(ep.reset, info.get("seed"))
-            reward, status, raw = NO_FILES_REWARD, "", 0.0
+            reward, status, raw, feedback = NO_FILES_REWARD, "", 0.0, ""
             async with agents.agent.interaction(task) as interaction:
                 segment = await interaction.turn(prompt)
                 while not segment.terminated:
                     r = await asyncio.to_thread(ep.step, segment.last_reply or "")
-                    status = r.status
+                    status, feedback = r.status, r.feedback
                     if r.evaluated:
                         reward, raw = r.reward, r.raw_reward
                     if r.done:
@@ -127,7 +128,7 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
                     segment = await interaction.turn(r.feedback)
                 trace = interaction.trace
                 trace.record_reward("kernelarena", reward, 1.0)
-                trace.info.update({"status": status, "raw_reward": raw,
+                trace.info.update({"status": status, "raw_reward": raw, "feedback": feedback,
                                    "episode_id": ep.episode_id or "", "turns": ep.turns})
         finally:
             await asyncio.to_thread(ep.close)
