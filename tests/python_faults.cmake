@@ -2,7 +2,7 @@
 # case of tests/python_faults_test.py (its docstring says what each checks), each against
 # a real envserver + gpuexec on the host backend. Included from tests/CMakeLists.txt; the
 # Python is KA_PYTHON_TEST (server.cmake).
-foreach(case restart pickle connect vector components prompts text skyrl skyrl_restart openenv trl reproducible)
+foreach(case restart pickle connect tls vector components prompts text skyrl skyrl_restart openenv trl reproducible)
   add_test(NAME python_faults_${case}
            COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
                    ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} ${case})

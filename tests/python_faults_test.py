@@ -9,6 +9,9 @@ CASE:
               of 8: rollouts() loses no rollout (replayed in new episodes), Env.step raises
               a retryable KernelArenaError (no pynng exception), cleanup raises nothing
   pickle      KernelArenaError from a real failed call crosses multiprocessing intact
+  tls         mutual TLS: an envserver with --tls-client-ca on a tls+tcp:// endpoint;
+              Client, TextEpisode and SkyRL with the CA, a client certificate and key;
+              refused handshakes fail fast and say why; bad TLS options
   connect     a first connect to no server (a missing ipc socket file, a refused tcp port)
               fails fast (Client, AsyncClient, TextEpisode, SkyRL) with a clear message;
               a restart of a server reached before is still waited for
@@ -310,6 +313,104 @@ def case_connect():
     check("## How to reply" in prompt and time.monotonic() - t > 0.5,
           f"a URL reached before: a new TextEpisode made while the server restarts waits for "
           f"it ({time.monotonic() - t:.1f} s), no fast failure")
+
+
+def make_certs():
+    """tests/certs.sh's certificates (openssl, made here): ca, server (named localhost),
+    exec (a clientAuth certificate of the CA), other-ca and rogue (of another CA)."""
+    d = os.path.join(WORK, "certs")
+    r = subprocess.run(["sh", "-c", '. "$0/tests/certs.sh" && ka_certs "$1" localhost', SRC, d],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"openssl made the test certificates {r.stdout[-300:]}")
+    return lambda name: os.path.join(d, name)
+
+
+def case_tls():
+    """The client over mutual TLS: an envserver whose tls+tcp:// client endpoint requires
+    client certificates of a CA (--tls-client-ca). Client, TextEpisode and SkyRL's env
+    with the CA, a client certificate and its key run episodes; without a client
+    certificate, with another CA's, not trusting the server's CA, or with the wrong
+    server name the first call fails fast saying why (UNAVAILABLE, not retryable) and
+    the server lost nothing; bad TLS options are INVALID_ARGUMENT; envserver refuses
+    --tls-client-ca on a plain endpoint."""
+    global URL
+    need("skyrl_gym", "")
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    from kernelarena.integrations.text import TextEpisode
+    c = make_certs()
+    r = subprocess.run([os.path.join(BIN, "envserver"), "--state", os.path.join(WORK, "plain"),
+                        "--tasks", TASKS, "--tls-client-ca", c("ca.crt")], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "--tls-client-ca needs a tls+tcp://" in r.stderr,
+          f"envserver refuses --tls-client-ca on a plain endpoint: {r.stderr.strip()[-160:]}")
+    URL = f"tls+tcp://localhost:{free_port()}"
+    log = open(os.path.join(WORK, "server.log"), "a")
+    PROCS["server"] = subprocess.Popen(
+        [os.path.join(BIN, "envserver"), "--state", STATE, "--tasks", TASKS, "--listen", URL,
+         "--exec-listen", f"ipc://{STATE}/exec.ipc", "--tls-cert", c("server.crt"),
+         "--tls-key", c("server.key"), "--tls-client-ca", c("ca.crt")], stderr=log, stdout=log)
+    log = open(os.path.join(WORK, "gpuexec.log"), "a")
+    os.makedirs(os.path.join(WORK, "tmp"), exist_ok=True)
+    PROCS["gpuexec"] = subprocess.Popen(
+        [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
+         "--backends", "host"], stderr=log, stdout=log,
+        env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+    # a child process finds the TLS files in $KA_TLS_* (Client's defaults)
+    os.environ.update(KA_TLS_CA=c("ca.crt"), KA_TLS_CERT=c("exec.crt"), KA_TLS_KEY=c("exec.key"))
+    wait_ready_elsewhere()
+    for k in ("KA_TLS_CA", "KA_TLS_CERT", "KA_TLS_KEY"):
+        del os.environ[k]
+    check(True, "a client with the TLS files in $KA_TLS_CA, $KA_TLS_CERT, $KA_TLS_KEY connects")
+    good = {"ca": c("ca.crt"), "cert": c("exec.crt"), "key": c("exec.key")}
+    bad = [("no client certificate", {"ca": c("ca.crt")}),
+           ("another CA's client certificate", {"ca": c("ca.crt"), "cert": c("rogue.crt"),
+                                                "key": c("rogue.key")}),
+           ("not trusting the server's CA", dict(good, ca=c("other-ca.crt"))),
+           ("a server name its certificate lacks", dict(good, server_name="elsewhere"))]
+    for what, tls in bad:
+        t = time.monotonic()
+        try:
+            kernelarena.Client(URL, timeout_s=10, tls=tls).health()
+            check(False, f"{what}: the call was answered")
+        except KernelArenaError as e:
+            dt = time.monotonic() - t
+            check(e.code == "UNAVAILABLE" and not e.retryable and "TLS handshake" in e.message
+                  and dt < 5, f"{what}: refused in {dt:.2f} s: {e.message[:150]}")
+    for what, url, tls, text in (
+            ("no CA", URL, {"cert": c("exec.crt"), "key": c("exec.key")}, "needs the CA"),
+            ("a certificate without its key", URL, {"ca": c("ca.crt"), "cert": c("exec.crt")},
+             "go together"),
+            ("a missing file", URL, dict(good, key=c("nope.key")), "cannot read the TLS key"),
+            ("TLS options on ipc://", f"ipc://{STATE}/env.ipc", good, "need a tls+tcp:// URL")):
+        try:
+            kernelarena.Client(url, tls=tls)
+            check(False, f"{what}: accepted")
+        except KernelArenaError as e:
+            check(e.code == "INVALID_ARGUMENT" and text in e.message, f"{what}: {e.message}")
+    cl = kernelarena.Client(URL, timeout_s=120, tls=good)
+    h = cl.health()
+    check(h.executors >= 1 and h.open_episodes == 0,
+          f"over mutual TLS: health answers, and the refused clients left nothing open")
+    ep = TextEpisode("host/gelu", url=URL, timeout_s=120, tls=good)
+    try:
+        ep.reset(seed=3)
+        r = ep.step(reply(GELU))
+    finally:
+        ep.close()
+    check(r.status == "OK" and r.reward > 1.2, f"a TextEpisode over mutual TLS: {r.status}")
+    env = skyrl_gym.make("kernelarena", env_config={
+        "url": URL, "timeout_s": 120, "tls_ca": c("ca.crt"), "tls_cert": c("exec.crt"),
+        "tls_key": c("exec.key")}, extras={"task_id": "host/gelu", "seed": 4})
+    try:
+        env.init([])
+        out = env.step(reply(WRONG))
+    finally:
+        env.close()
+    check(out["metadata"]["status"] == "INCORRECT" and out["reward"] == 0.2,
+          "SkyRL's env with tls_ca, tls_cert, tls_key in env_config: INCORRECT, 0.2")
+    h = cl.health()
+    check(h.open_episodes == 0, "every episode closed")
 
 
 def case_vector():

@@ -30,7 +30,7 @@ from nemo_gym.base_resources_server import (BaseResourcesServerConfig, BaseVerif
                                             BaseVerifyResponse, SimpleResourcesServer)
 
 from ..client import KernelArenaError
-from .text import TextEpisode, render_prompt
+from .text import TextEpisode, render_prompt, tls_options
 
 __all__ = ["KernelArenaResourcesServerConfig", "KernelArenaVerifyRequest",
            "KernelArenaVerifyResponse", "KernelArenaResourcesServer", "nemo_gym_rows"]
@@ -38,8 +38,14 @@ __all__ = ["KernelArenaResourcesServerConfig", "KernelArenaVerifyRequest",
 
 class KernelArenaResourcesServerConfig(BaseResourcesServerConfig):
     """The server's config (NeMo-Gym's host, port, entrypoint, name and): url (the
-    envserver; default $KERNELARENA_URL), timeout_s (one call), reward_cap."""
+    envserver; default $KERNELARENA_URL), timeout_s (one call), reward_cap; for a
+    tls+tcp:// url: tls_ca, tls_cert, tls_key, tls_server_name (kernelarena.Client's tls;
+    default $KA_TLS_CA, ...)."""
     url: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_server_name: str = ""
     timeout_s: float = 900.0
     reward_cap: Optional[float] = None
 
@@ -73,7 +79,8 @@ class KernelArenaResourcesServer(SimpleResourcesServer):
     def _verify_blocking(self, body: KernelArenaVerifyRequest) -> KernelArenaVerifyResponse:
         ep = TextEpisode(body.task_id, url=self.config.url or os.environ.get("KERNELARENA_URL"),
                          max_steps=1, timeout_s=self.config.timeout_s,
-                         reward_cap=self.config.reward_cap)
+                         reward_cap=self.config.reward_cap,
+                         tls=tls_options(lambda k: getattr(self.config, k)))
         try:
             ep.reset(seed=body.seed)
             eid = ep.episode_id or ""

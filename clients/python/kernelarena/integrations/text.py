@@ -38,7 +38,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..client import AsyncClient, Client, KernelArenaError, components, status_name
 
 __all__ = ["ParsedReply", "parse_reply", "parse_files", "render_prompt", "render_feedback", "scale_reward",
-           "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD"]
+           "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD",
+           "tls_options"]
 
 # Characters of a log kept in the feedback (the end of the log: compilers put the first
 # error first, but a long log's end says how it stopped; both ends are kept).
@@ -49,6 +50,13 @@ NO_FILES_REWARD = 0.0
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
 _KEYED = re.compile(r"""(?:file|path|filename|title|name)\s*=\s*["']?([^"'\s]+)["']?""")
+
+
+def tls_options(get) -> Dict[str, Optional[str]]:
+    """The tls argument of kernelarena.Client from an integration's flat config keys
+    tls_ca, tls_cert, tls_key and tls_server_name; get(key) returns a key's value or None
+    (an unset key then defaults to its $KA_TLS_* variable in Client)."""
+    return {k: (get(f"tls_{k}") or None) for k in ("ca", "cert", "key", "server_name")}
 
 
 def _fmt_files(editable: Sequence[str]) -> str:
@@ -348,15 +356,16 @@ class TextEpisode(_EpisodeBase):
     or a lost reply's retry is refused) is replayed: a new episode with the same seed,
     the earlier submissions sent again, then this one (`replays` counts them). Other
     server errors raise KernelArenaError (see .retryable); a reply that names no file is
-    not evaluated (TextStep.status "NO_FILES", reward NO_FILES_REWARD)."""
+    not evaluated (TextStep.status "NO_FILES", reward NO_FILES_REWARD). tls: a tls+tcp://
+    URL's TLS files and server name (kernelarena.Client's tls)."""
 
     def __init__(self, task_id: str, url: Optional[str] = None, max_steps: int = 1,
                  client: Optional[Client] = None, timeout_s: float = 900.0,
                  reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None,
-                 retries: int = 5):
+                 retries: int = 5, tls: Optional[Mapping[str, Optional[str]]] = None):
         super().__init__(task_id, max_steps, reward_cap, options)
         self._own = client is None
-        self.client = client or Client(url, timeout_s=timeout_s)
+        self.client = client or Client(url, timeout_s=timeout_s, tls=tls)
         self._task = None
         self.retries = int(retries)
         self.replays = 0
@@ -478,10 +487,11 @@ class AsyncTextEpisode(_EpisodeBase):
 
     def __init__(self, task_id: str, url: Optional[str] = None, max_steps: int = 1,
                  client: Optional[AsyncClient] = None, timeout_s: float = 900.0,
-                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None):
+                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None,
+                 tls: Optional[Mapping[str, Optional[str]]] = None):
         super().__init__(task_id, max_steps, reward_cap, options)
         self._own = client is None
-        self.client = client or AsyncClient(url, timeout_s=timeout_s)
+        self.client = client or AsyncClient(url, timeout_s=timeout_s, tls=tls)
         self._task = None
 
     async def reset(self, seed: Optional[int] = None) -> str:

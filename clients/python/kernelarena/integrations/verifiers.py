@@ -37,7 +37,7 @@ from typing import Optional
 import verifiers.v1 as vf
 from verifiers.v1.runtimes import ProgramResult
 
-from .text import NO_FILES_REWARD, TextEpisode
+from .text import NO_FILES_REWARD, TextEpisode, tls_options
 
 __all__ = ["KernelArenaTasksetConfig", "KernelArenaData", "KernelArenaTask",
            "KernelArenaEnvConfig", "KernelArenaEnv", "KernelArenaHarnessConfig",
@@ -50,8 +50,14 @@ SYSTEM_PROMPT = ("You optimize GPU and CPU kernels. Keep them correct; make them
 class KernelArenaTasksetConfig(vf.TasksetConfig):
     """--env.taskset.*: url (the envserver; default $KERNELARENA_URL), prompts (a JSONL
     file of `envctl tasks --prompts`), or task_id + seed (one task), max_steps (turns per
-    episode), timeout_s (one call), reward_cap (text.scale_reward's cap)."""
+    episode), timeout_s (one call), reward_cap (text.scale_reward's cap); for a tls+tcp://
+    url: tls_ca, tls_cert, tls_key, tls_server_name (kernelarena.Client's tls; default
+    $KA_TLS_CA, ...)."""
     url: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_server_name: str = ""
     prompts: str = ""
     task_id: str = ""
     seed: int = 0
@@ -112,7 +118,7 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
         info = task.data.info
         ep = TextEpisode(info["task_id"], url=info.get("url") or None,
                          max_steps=int(info["max_steps"]), timeout_s=float(info["timeout_s"]),
-                         reward_cap=info.get("reward_cap"))
+                         reward_cap=info.get("reward_cap"), tls=info.get("tls"))
         try:
             prompt = await asyncio.to_thread(ep.reset, info.get("seed"))
             reward, status, raw, feedback = NO_FILES_REWARD, "", 0.0, ""
@@ -155,4 +161,5 @@ class KernelArenaTaskset(vf.Taskset[KernelArenaTask, KernelArenaTasksetConfig]):
                 name=f"{row['task_id']}#{seed}", system_prompt=SYSTEM_PROMPT,
                 info={"task_id": row["task_id"], "seed": seed, "url": c.url,
                       "max_steps": c.max_steps, "timeout_s": c.timeout_s,
-                      "reward_cap": c.reward_cap}), c.task)
+                      "reward_cap": c.reward_cap,
+                      "tls": tls_options(lambda k: getattr(c, k))}), c.task)
