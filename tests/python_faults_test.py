@@ -27,13 +27,16 @@ CASE:
   skyrl_restart  a server restart (kill -9) in the middle of a SkyRL group of 8: no
               trajectory lost (the text layer replays lost episodes), 0 errors
   openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
-              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
+              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after;
+              then 8 more with a server restart (kill -9) in their middle: none lost
   verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
-              OpenAI-compatible model, -r 8, 0 errors; then 2 turns (.venv-verifiers)
+              OpenAI-compatible model, -r 8, 0 errors; then 2 turns; -r 8 across a server
+              restart; no file on the last step (.venv-verifiers)
   nemo_gym    NeMo-Gym: the resources server's app, 8 POST /verify at once, 0 errors
               (.venv-nemo, Python 3.12)
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
+              with a server restart (kill -9) in the middle of that batch: none lost
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
               an executor restart (same per-case errors); a plain Evaluate does not; without
               the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
@@ -112,6 +115,16 @@ def start_stack():
         [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
          "--backends", "host"], stderr=log, stdout=log,
         env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+
+
+def kill_and_restart(delay=0.5):
+    """kill -9 the envserver now, and start it again on its state folder delay seconds
+    later (on a timer thread; the caller goes on at once). Returns the timer."""
+    PROCS["server"].kill()
+    PROCS["server"].wait()
+    t = threading.Timer(delay, start_server)
+    t.start()
+    return t
 
 
 def wait_ready_elsewhere(timeout=60):
@@ -650,7 +663,8 @@ def case_openenv():
     """OpenEnv: `python -m kernelarena.integrations.openenv` (openenv-core's create_app)
     in front of the envserver; its HTTP endpoints; then a GRPO-shaped group of 8
     WebSocket sessions (OpenEnv's EnvClient) of one dataset row at once, 0 errors; every
-    session's episode is closed once its client leaves."""
+    session's episode is closed once its client leaves; then a group of 8 with a server
+    restart (kill -9) in its middle: none lost."""
     need("openenv.core", "")
     from kernelarena.integrations.openenv import KernelArenaAction, KernelArenaEnvClient
     start_stack()
@@ -710,6 +724,36 @@ def case_openenv():
         time.sleep(0.2)
     check(len(ids) == 8 and all(c.state(e).closed for e in ids),
           "every session's episode is closed once its client left")
+    # a server restart (kill -9) in the middle of a group: sessions 0-3 have stepped,
+    # 4-7 have reset and step after it; none is lost (the text layer replays their
+    # episodes in new ones of the same seed)
+    restarted = []
+
+    async def restart_group():
+        envs = [KernelArenaEnvClient(base_url=base, message_timeout_s=120) for _ in range(8)]
+        for e in envs:
+            await e.connect()
+        try:
+            firsts = await asyncio.gather(*(e.reset(task_id=row["task_id"], seed=row["seed"])
+                                            for e in envs))
+            outs = list(await asyncio.gather(*(e.step(KernelArenaAction(reply=reply(GELU)))
+                                               for e in envs[:4])))
+            restarted.append(kill_and_restart())
+            outs += await asyncio.gather(*(e.step(KernelArenaAction(reply=reply(GELU)))
+                                           for e in envs[4:]))
+            return firsts, outs
+        finally:
+            for e in envs:
+                await e.close()
+    firsts, outs = asyncio.run(restart_group())
+    restarted[0].join()
+    sts = [o.observation.status for o in outs]
+    replayed = [f.observation.episode_id != o.observation.episode_id for f, o in zip(firsts, outs)]
+    print("     across the restart: statuses", sts, "replayed", replayed)
+    check(sts == ["OK"] * 8 and all(o.reward > 1.2 for o in outs),
+          "a server restart in the middle of a group of 8 sessions: 0 errors, 8 OK")
+    check(replayed == [False] * 4 + [True] * 4,
+          "the 4 sessions stepped before it kept their episodes; the 4 after were replayed")
 
 
 def case_trl():
@@ -720,7 +764,8 @@ def case_trl():
     renders), a GRPO-shaped group of 8 pooled instances (reset(**row), the observation
     appended to the last user message, tool calls dispatched as method(**arguments) with
     exceptions turned into {"error": ...}), get_reward per rollout; then the pool reused
-    for a second batch, as TRL reuses it. 0 errors."""
+    for a second batch, as TRL reuses it, with a server restart (kill -9) in its middle:
+    no rollout lost. 0 errors."""
     import inspect
     get_json_schema = need("transformers.utils", "").get_json_schema
     from kernelarena.integrations.trl import environment_factory, trl_rows
@@ -796,10 +841,24 @@ def case_trl():
     c = kernelarena.Client(URL, timeout_s=30)
     check(len(set(eids)) == 8 and all(c.state(e).closed for e in eids),
           "get_reward closed every rollout's episode")
-    prompts2, results2, rewards2, _ = batch(lambda i: [submit(GELU)])
+    # the pool reused for a second batch, with a server restart (kill -9) in its middle:
+    # rollouts 0-2 have submitted, 3-7 submit after it (their episodes, reset before it,
+    # are lost and replayed by the text layer); no rollout lost
+    restarted = []
+
+    def restart_policy(i):
+        if i == 3:
+            restarted.append(kill_and_restart())
+        return [submit(GELU)]
+    _, results2, rewards2, _ = batch(restart_policy)
+    restarted[0].join()
+    print("     across the restart: rewards", [round(r, 3) for r in rewards2])
     check(len(pool) == 8 and all(r > 1.2 for r in rewards2) and
           all(len(x) == 1 and "Evaluation: OK" in x[0] for x in results2),
-          "the pool reused for a second batch: 8 instances, 0 errors")
+          "the pool reused for a second batch, a server restart in its middle: 8 instances, "
+          "0 errors, 8 OK")
+    check(sum(e._ep.replays for e in pool) >= 5,
+          f"the rollouts after it were replayed ({[e._ep.replays for e in pool]})")
     for e in pool:
         e._close()
 
@@ -842,7 +901,9 @@ def case_verifiers():
     in-process Harness of kernelarena.integrations.verifiers) on a one-row dataset of
     `envctl tasks --prompts`, a GRPO-shaped group (-r 8) against a stub OpenAI-compatible
     model: 0 errors, 7 OK and 1 INCORRECT, rewards in the traces, episodes closed; then
-    a 2-turn group (a reply with no code block, then the kernel)."""
+    a 2-turn group (a reply with no code block, then the kernel); a group of 8 with a
+    server restart (kill -9) in its middle: none lost; a reply with no file on the last
+    step: its feedback in the trace."""
     need("verifiers.v1", "--trainers")
     vf_eval = os.path.join(os.path.dirname(sys.executable), "vf-eval")
     check(os.access(vf_eval, os.X_OK), f"vf-eval is installed beside {sys.executable}")
@@ -897,6 +958,26 @@ def case_verifiers():
           "the second turn: the conversation so far, the feedback last")
     check(all("Evaluation: OK" in t["info"]["feedback"] for t in traces),
           "the trace's info has the last step's feedback")
+    # a server restart (kill -9) in the middle of a group of 8: the model's 4th answer
+    # comes after it (the others race it); no rollout lost, the lost episodes replayed
+    restarted = []
+
+    def restart_reply(k, m):
+        if k == 3:
+            restarted.append(kill_and_restart())
+        return reply(GELU)
+    url4, _ = stub_model(restart_reply)
+    eps = run("out4", url4, "--env.taskset.prompts", prompts, "--env.taskset.timeout-s", "120",
+              "-r", "8")
+    restarted[0].join()
+    traces = [e["traces"][0] for e in eps]
+    print("     across the restart: statuses", [t["info"]["status"] for t in traces],
+          "episodes", len({t["info"]["episode_id"] for t in traces}))
+    check(len(eps) == 8 and all(e["ok"] and not e["errors"] for e in eps) and
+          all(t["info"]["status"] == "OK" and t["rewards"]["kernelarena"]["score"] > 1.2
+              for t in traces), "a server restart in the middle of -r 8: 0 errors, 8 OK")
+    check(sum(t["info"].get("replays", 0) for t in traces) >= 1,
+          "the rollouts whose episode was lost were replayed (info replays)")
     # a reply with no file on the last (only) step: its feedback is in the trace
     url3, _ = stub_model(lambda k, m: "No code, sorry.")
     eps = run("out3", url3, "--env.taskset.task-id", "host/gelu", "--env.taskset.seed", "5",

@@ -135,7 +135,8 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
                 trace = interaction.trace
                 trace.record_reward("kernelarena", reward, 1.0)
                 trace.info.update({"status": status, "raw_reward": raw, "feedback": feedback,
-                                   "episode_id": ep.episode_id or "", "turns": ep.turns})
+                                   "episode_id": ep.episode_id or "", "turns": ep.turns,
+                                   "replays": ep.replays})
         finally:
             await asyncio.to_thread(ep.close)
 
