@@ -33,7 +33,7 @@ CASE:
               OpenAI-compatible model, -r 8, 0 errors; then 2 turns; -r 8 across a server
               restart; no file on the last step (.venv-verifiers)
   nemo_gym    NeMo-Gym: the resources server's app, 8 POST /verify at once, 0 errors
-              (.venv-nemo, Python 3.12)
+              (.venv-nemo, Python 3.12); then 8 across a server restart: none lost
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
               with a server restart (kill -9) in the middle of that batch: none lost
@@ -995,7 +995,8 @@ def case_nemo_gym():
     /seed_session, then a GRPO-shaped group of 8 POST /verify of one dataset row
     (nemo_gym_rows of `envctl tasks --prompts`) at once, with NeMo-Gym's own response
     model: 0 errors, 7 OK and 1 INCORRECT; a reply with no code block; /aggregate_metrics
-    over the group; every episode closed."""
+    over the group; every episode closed; then 8 verifies with a server restart (kill -9)
+    in their middle: none lost."""
     need("nemo_gym.base_resources_server", "--trainers")
     import concurrent.futures
     from unittest.mock import MagicMock
@@ -1058,6 +1059,34 @@ def case_nemo_gym():
     c = kernelarena.Client(URL, timeout_s=30)
     check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
           len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")
+    # a server restart (kill -9) in the middle of a group of 8 verifies: once 4 episodes
+    # are open with steps queued or running (NeMo-Gym runs the verifies on asyncio's
+    # default thread pool: 6 at once on 2 cores, so 8 are never open together)
+    killed = threading.Event()
+
+    def killer():
+        end = time.time() + 60
+        while time.time() < end:
+            try:
+                h = c.health(timeout_s=2)
+                if h.open_episodes >= 4 and h.queued_jobs + h.running_jobs >= 1:
+                    break
+            except KernelArenaError:
+                pass
+            time.sleep(0.05)
+        kill_and_restart().join()
+        killed.set()
+    th = threading.Thread(target=killer)
+    th.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(verify, [reply(GELU)] * 8))
+    th.join()
+    check(killed.is_set(), "the server was killed and restarted during the group")
+    print("     across the restart: statuses", [o["status"] for o in outs], "replays",
+          [o["replays"] for o in outs])
+    check(all(o["status"] == "OK" and o["reward"] > 1.2 for o in outs),
+          "a server restart in the middle of 8 verifies: 0 errors, 8 OK")
+    check(any(o["replays"] > 0 for o in outs), "the verifies whose episode was lost were replayed")
     uv.should_exit = True
 
 

@@ -59,7 +59,8 @@ class KernelArenaVerifyRequest(BaseVerifyRequest):
 class KernelArenaVerifyResponse(BaseVerifyResponse):
     """The request's fields (task_id, seed included), reward (scaled), status (label;
     NO_FILES when the reply named no editable file), raw_reward (the server's),
-    components (the fixed key set), feedback (text), episode_id."""
+    components (the fixed key set), feedback (text), episode_id (the first episode's),
+    replays (episodes lost to a server fault and replayed: text.TextEpisode.replays)."""
     task_id: str
     seed: Optional[int] = None
     status: str
@@ -67,6 +68,7 @@ class KernelArenaVerifyResponse(BaseVerifyResponse):
     components: Dict[str, float]
     feedback: str
     episode_id: str = ""
+    replays: int = 0
 
 
 class KernelArenaResourcesServer(SimpleResourcesServer):
@@ -89,7 +91,8 @@ class KernelArenaResourcesServer(SimpleResourcesServer):
             ep.close()
         return KernelArenaVerifyResponse(**body.model_dump(), reward=r.reward, status=r.status,
                                          raw_reward=r.raw_reward, components=r.components,
-                                         feedback=r.feedback, episode_id=eid)
+                                         feedback=r.feedback, episode_id=eid,
+                                         replays=ep.replays)
 
     async def verify(self, body: KernelArenaVerifyRequest) -> KernelArenaVerifyResponse:
         """Evaluates the response's files on a fresh episode of body.task_id (seed
