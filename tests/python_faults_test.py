@@ -37,6 +37,9 @@ CASE:
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
               with a server restart (kill -9) in the middle of that batch: none lost
+  trl_grpo    a real TRL GRPOTrainer (.venv-trl, torch on the CPU) with kernelarena's
+              environment_factory, a tiny random model built in the test, 8 generations,
+              2 steps on host tasks: rollouts evaluated, episodes closed, 0 errors
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
               an executor restart (same per-case errors); a plain Evaluate does not; without
               the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
@@ -861,6 +864,108 @@ def case_trl():
           f"the rollouts after it were replayed ({[e._ep.replays for e in pool]})")
     for e in pool:
         e._close()
+
+
+def tiny_chat_model(actions):
+    """A tiny randomly initialised causal LM (Qwen2, 1 layer, width 32) and its tokenizer,
+    both built here (nothing downloaded): a word-level vocabulary of the chat template's
+    special tokens, [UNK] (every word of a prompt) and one token per string of actions
+    (whole tool calls: what the random model samples decodes to them exactly). The chat
+    template is Qwen2.5's, shipped in trl's package, so trl's add_response_schema parses
+    the tool calls. Returns (model, tokenizer, {action: token id})."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from trl.chat_template_utils import qwen2_5_chat_template
+    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
+                                              pad_token="<|endoftext|>", eos_token="<|im_end|>")
+    tk.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    tk.add_tokens(list(actions))
+    tk.chat_template = qwen2_5_chat_template
+    ids = {a: tk.convert_tokens_to_ids(a) for a in actions}
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(vocab_size=len(tk), hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1, max_position_embeddings=16384,
+                                   tie_word_embeddings=True, pad_token_id=tk.pad_token_id,
+                                   eos_token_id=tk.eos_token_id)
+    model = transformers.Qwen2ForCausalLM(cfg)
+    model.generation_config.pad_token_id = tk.pad_token_id
+    model.generation_config.eos_token_id = tk.eos_token_id
+    return model, tk, ids
+
+
+def case_trl_grpo():
+    """A real TRL GRPOTrainer (trl 1.16.0, torch on the CPU; .venv-trl, lane trainers)
+    with environment_factory=kernelarena's, a tiny random model and tokenizer built here
+    (tiny_chat_model: its tokens are whole submit tool calls of the baseline kernel or a
+    wrong one), 8 generations per prompt, 2 training steps on host tasks against a real
+    envserver: every rollout's episode reset and closed, tool calls evaluated (OK and
+    INCORRECT), the rewards logged, 0 errors of the environment."""
+    need("trl", "--trainers")
+    import datasets
+    from trl import GRPOConfig, GRPOTrainer
+    from kernelarena.integrations.trl import KernelArenaTRLEnv, trl_rows
+    start_stack()
+    wait_ready_elsewhere()
+
+    def call(src):
+        return "<tool_call>\n" + json.dumps({"name": "submit", "arguments": {
+            "path": "gelu.c", "content": src}}) + "\n</tool_call>"
+    good, wrong = call(GELU), call(WRONG)
+    model, tk, ids = tiny_chat_model([good, wrong])
+    errors, calls = [], []
+
+    class Env(KernelArenaTRLEnv):
+        def __init__(self):
+            super().__init__(url=URL, max_steps=2, timeout_s=120)
+
+        def submit(self, path: str, content: str) -> str:
+            try:
+                out = super().submit(path, content)
+                calls.append(self.last_status)
+                return out
+            except Exception as e:  # noqa: BLE001 - counted, then TRL's {"error": ...}
+                errors.append(f"{type(e).__name__}: {e}")
+                raise
+        submit.__doc__ = KernelArenaTRLEnv.submit.__doc__
+    rows = trl_rows([prompts_row(71), prompts_row(72)], system_prompt="You write fast C.")
+    args = GRPOConfig(
+        output_dir=os.path.join(WORK, "grpo"), per_device_train_batch_size=8, num_generations=8,
+        max_completion_length=2048, max_steps=2, learning_rate=1e-4, logging_steps=1,
+        report_to="none", use_cpu=True, save_strategy="no", seed=0, bf16=False,
+        max_tool_calling_iterations=2, shuffle_dataset=False, dataloader_num_workers=0,
+        generation_kwargs={"suppress_tokens": [tk.unk_token_id, tk.pad_token_id,
+                                               tk.convert_tokens_to_ids("<|im_start|>")]})
+    trainer = GRPOTrainer(model=model, processing_class=tk, args=args,
+                          train_dataset=datasets.Dataset.from_list(rows),
+                          environment_factory=Env)
+    t = time.monotonic()
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    print(f"     trained in {time.monotonic() - t:.1f} s; per step:",
+          [{k: round(v, 3) for k, v in h.items() if k in ("reward", "reward_std",
+                                                          "tools/call_frequency")} for h in logs])
+    print("     tool calls", len(calls), {s: calls.count(s) for s in set(calls)},
+          "errors", errors[:3])
+    check(len(logs) == 2 and trainer.state.global_step == 2, "GRPOTrainer.train(): 2 steps logged")
+    check(not [e for e in errors if "no steps left" not in e],
+          f"0 errors of the environment (a call past max_steps aside): {errors[:3]}")
+    check("OK" in calls and "INCORRECT" in calls,
+          f"the model's tool calls were evaluated: OK and INCORRECT among {len(calls)}")
+    c = kernelarena.Client(URL, timeout_s=30)
+    eps = c.list_episodes()
+    check(len(eps) == 16 and all(e.closed_at > 0 for e in eps) and
+          {e.seed for e in eps} == {71, 72},
+          f"16 rollouts (2 steps x 8 generations of seeds 71, 72), each its own episode, all "
+          f"closed ({len(eps)})")
+    fs = [h["tools/failure_frequency"] for h in logs]
+    check(all(h["tools/call_frequency"] > 0 for h in logs) and
+          len([e for e in errors]) == round(sum(f * h["tools/call_frequency"] * 8 for f, h in
+                                                zip(fs, logs))),
+          "TRL's tool failures are exactly the calls past max_steps")
 
 
 def stub_model(replies):
