@@ -160,8 +160,9 @@ def _read_pem(url: str, what: str, path: str) -> str:
 
 
 def _tls_settings(url: str, tls: Optional[Mapping[str, Optional[str]]]) -> Optional[Dict[str, Any]]:
-    """The TLS settings of url as PEM text (ca, cert, key: None when not given) and the
-    server name, or None for a URL that is not tls+tcp://. tls: {"ca": PATH, "cert":
+    """The TLS settings of url: ca, cert, key as PEM text (cert and key None when not
+    given), server_name, and files (the three paths, for messages); None for a URL that
+    is not tls+tcp://. tls: {"ca": PATH, "cert":
     PATH, "key": PATH, "server_name": NAME}, a key missing or None taken from its
     environment variable (TLS_KEYS). Raises KernelArenaError(INVALID_ARGUMENT): an
     unknown key, tls given for another scheme, no CA, a cert without its key (or the
