@@ -340,6 +340,9 @@ typedef struct es_config {
                                      key for tls+tcp:// listeners (NULL: none) */
   const char *tls_ca;             /* --tls-ca: the CA that signed executors' certificates;
                                      a tls+tcp:// executor listener requires them */
+  const char *tls_client_ca;      /* --tls-client-ca: the CA that signed clients'
+                                     certificates; a tls+tcp:// client listener then
+                                     requires them (NULL: clients present none) */
   int insecure_executors;         /* --insecure-executors: allow a plain network executor
                                      endpoint off loopback (ka_exec_url_check, ka_tls.h) */
 } es_config;

@@ -3,13 +3,14 @@
  *   envserver [--listen URL] [--exec-listen URL] [--tasks DIR] [--state DIR]
  *             [--contexts N] [--max-steps N] [--max-episodes N] [--max-queued N]
  *             [--idle-ttl S] [--admin-token-file PATH] [--quiet]
- *             [--tls-cert PEM --tls-key PEM --tls-ca PEM] [--insecure-executors]
+ *             [--tls-cert PEM --tls-key PEM --tls-ca PEM] [--tls-client-ca PEM]
+ *             [--insecure-executors]
  *
  * Clients (trainers, envctl) speak the environment protocol on --listen; gpuexec
  * workers long-poll for jobs on --exec-listen (docs/protocol.md). Across hosts both
  * take tls+tcp:// URLs; executors then authenticate with certificates of --tls-ca
- * (docs/deploy.md), and a plain tcp:// executor endpoint off loopback is refused unless
- * --insecure-executors. Episodes' workspaces
+ * (docs/deploy.md), clients too with --tls-client-ca, and a plain tcp:// executor endpoint
+ * off loopback is refused unless --insecure-executors. Episodes' workspaces
  * and the trace store (trace.db, docs/trace-store.md) live under --state.
  *
  * SIGINT and SIGTERM close the sockets, let the sqlite transaction in flight finish and
@@ -50,6 +51,8 @@ static void main_usage(FILE *f) {
           "  --tls-key PEM      its private key (unencrypted PEM)\n"
           "  --tls-ca PEM       the CA that signed the executors' certificates: a tls+tcp://\n"
           "                     --exec-listen admits only executors presenting one\n"
+          "  --tls-client-ca PEM  the CA that signed the clients' certificates: the\n"
+          "                     tls+tcp:// --listen then admits only clients presenting one\n"
           "  --insecure-executors  allow a plain tcp:// (or ws://) --exec-listen on an\n"
           "                     address other hosts can reach (refused without it)\n"
           "  --quiet            log only errors\n"
@@ -72,6 +75,7 @@ int main(int argc, char **argv) {
                                        {"tls-cert", required_argument, NULL, 'C'},
                                        {"tls-key", required_argument, NULL, 'K'},
                                        {"tls-ca", required_argument, NULL, 'a'},
+                                       {"tls-client-ca", required_argument, NULL, 'u'},
                                        {"insecure-executors", no_argument, NULL, 'X'},
                                        {"quiet", no_argument, NULL, 'q'},
                                        {"help", no_argument, NULL, 'h'},
@@ -144,6 +148,9 @@ int main(int argc, char **argv) {
         break;
       case 'a':
         s.cfg.tls_ca = optarg;
+        break;
+      case 'u':
+        s.cfg.tls_client_ca = optarg;
         break;
       case 'X':
         s.cfg.insecure_executors = 1;

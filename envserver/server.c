@@ -696,9 +696,12 @@ static void *srv_timer_main(void *arg) {
 static int srv_listener_create(es_server *s, srv_sock *sk, const char *url, nng_listener *l,
                                char *err, size_t errlen) {
   int exec = sk->kind == SRV_EXEC;
-  ka_tls_files f = {s->cfg.tls_cert, s->cfg.tls_key, exec ? s->cfg.tls_ca : NULL};
+  ka_tls_files f = {s->cfg.tls_cert, s->cfg.tls_key, exec ? s->cfg.tls_ca : s->cfg.tls_client_ca};
   if (exec && ka_exec_url_check(url, &f, s->cfg.insecure_executors, err, errlen) != KA_OK)
     return KA_EINVAL;
+  if (!exec && s->cfg.tls_client_ca && !ka_url_is_tls(url))
+    return ka_seterr(err, errlen, KA_EINVAL, "--tls-client-ca needs a tls+tcp:// --listen, not %s",
+                     url);
   int rv = nng_listener_create(l, sk->sock, url);
   if (rv) return ka_seterr(err, errlen, KA_EIO, "cannot listen on %s: %s", url, nng_strerror(rv));
   /* What authenticates an executor over ipc: only this user (and root) may connect

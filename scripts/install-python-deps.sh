@@ -26,7 +26,8 @@
 # lanes, and fails loudly without it. --trainers also makes .venv-nemo with nemo-gym
 # 0.4.0 (it needs Python 3.12 or later: KA_PYTHON312, else the first of python3.12,
 # python3.13 and pyenv's 3.12/3.13 that runs; about 110 s and 1.35 GiB here: ray), for
-# ctest python_faults_nemo_gym (lane trainers too).
+# ctest python_faults_nemo_gym (lane trainers too); and .venv-trl with trl 1.16.0 and torch
+# 2.15.0 (CPU use; about 130 s and 5.9 GiB here) for ctest python_faults_trl_grpo.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINERS=""
@@ -76,4 +77,13 @@ if [ -n "$TRAINERS" ]; then
   .venv-nemo/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \
     'gymnasium>=1.0' 'numpy>=1.21' 'nemo-gym==0.4.0'
   .venv-nemo/bin/python3 -c "import nemo_gym.base_resources_server, pynng, gymnasium, sys; print('install-python-deps: nemo-gym 0.4.0 in .venv-nemo, Python', sys.version.split()[0])"
+  # .venv-trl: trl with torch (PyPI's, which brings CUDA's libraries: the test runs it on
+  # the CPU) for ctest python_faults_trl_grpo, a real GRPOTrainer run; 127 s and 5.9 GiB
+  # here (3.0 GiB of them nvidia-* wheels), so not in .venv (CI's)
+  [ -x .venv-trl/bin/python3 ] || python3 -m venv .venv-trl
+  # shellcheck disable=SC2086
+  .venv-trl/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \
+    'gymnasium>=1.0' 'numpy>=1.21' 'trl==1.16.0' 'transformers==5.24.0' 'torch==2.15.0' \
+    'datasets==5.2.0'
+  .venv-trl/bin/python3 -c "import trl, torch, pynng, gymnasium; print('install-python-deps: trl', trl.__version__, 'torch', torch.__version__, 'in .venv-trl')"
 fi

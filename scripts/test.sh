@@ -13,7 +13,8 @@
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
 #             build, build-fuzz/
-#   trainers  ctest -L trainers in build/ (python_faults_verifiers, python_faults_nemo_gym:
+#   trainers  ctest -L trainers in build/ (python_faults_verifiers, python_faults_nemo_gym,
+#             python_faults_trl_grpo:
 #             in their own venvs, made first by scripts/install-python-deps.sh
 #             --trainers); not among the defaults (CI's), and full leaves its tests out
 #             (docs/trainers.md)

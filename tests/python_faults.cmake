@@ -2,7 +2,7 @@
 # case of tests/python_faults_test.py (its docstring says what each checks), each against
 # a real envserver + gpuexec on the host backend. Included from tests/CMakeLists.txt; the
 # Python is KA_PYTHON_TEST (server.cmake).
-foreach(case restart pickle vector components prompts text skyrl skyrl_restart openenv trl reproducible)
+foreach(case restart pickle connect tls vector components prompts text skyrl skyrl_restart openenv trl reproducible)
   add_test(NAME python_faults_${case}
            COMMAND ${KA_PYTHON_TEST} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
                    ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} ${case})
@@ -33,3 +33,12 @@ add_test(NAME python_faults_nemo_gym
                  ${KA_NEMO_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
                  ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} nemo_gym)
 set_tests_properties(python_faults_nemo_gym PROPERTIES TIMEOUT 300 LABELS "python;trainers")
+# A real TRL GRPOTrainer run (lane trainers: .venv-trl, trl 1.16.0 with torch on the CPU,
+# from install-python-deps.sh --trainers; about 6 GiB, so not in CI's venv).
+set(KA_TRL_PYTHON ${CMAKE_SOURCE_DIR}/.venv-trl/bin/python3)
+add_test(NAME python_faults_trl_grpo
+         COMMAND sh -c "[ -x \"$0\" ] || { echo \"FAIL - no $0: scripts/install-python-deps.sh --trainers makes it\"; exit 1; }; exec \"$0\" \"$@\""
+                 ${KA_TRL_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/python_faults_test.py
+                 ${CMAKE_BINARY_DIR}/bin ${CMAKE_SOURCE_DIR} trl_grpo)
+set_tests_properties(python_faults_trl_grpo PROPERTIES TIMEOUT 400 LABELS "python;trainers"
+                     ENVIRONMENT "TRL_EXPERIMENTAL_SILENCE=1")

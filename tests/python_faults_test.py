@@ -9,6 +9,12 @@ CASE:
               of 8: rollouts() loses no rollout (replayed in new episodes), Env.step raises
               a retryable KernelArenaError (no pynng exception), cleanup raises nothing
   pickle      KernelArenaError from a real failed call crosses multiprocessing intact
+  tls         mutual TLS: an envserver with --tls-client-ca on a tls+tcp:// endpoint;
+              Client, TextEpisode and SkyRL with the CA, a client certificate and key;
+              refused handshakes fail fast and say why; bad TLS options
+  connect     a first connect to no server (a missing ipc socket file, a refused tcp port)
+              fails fast (Client, AsyncClient, TextEpisode, SkyRL) with a clear message;
+              a restart of a server reached before is still waited for
   vector      gymnasium.make_vec(..., vectorization_mode="async") with its defaults (fork,
               shared memory): reset and step in 2 envs; a child forked after nng was
               started gets FAILED_PRECONDITION, not a process abort
@@ -21,13 +27,19 @@ CASE:
   skyrl_restart  a server restart (kill -9) in the middle of a SkyRL group of 8: no
               trajectory lost (the text layer replays lost episodes), 0 errors
   openenv     OpenEnv: openenv-core's server in front of the envserver, its HTTP endpoints,
-              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after
+              and 8 WebSocket sessions (its EnvClient) at once; their episodes closed after;
+              then 8 more with a server restart (kill -9) in their middle: none lost
   verifiers   verifiers: vf-eval kernelarena-verifiers (the v1 plugin) against a stub
-              OpenAI-compatible model, -r 8, 0 errors; then 2 turns (.venv-verifiers)
+              OpenAI-compatible model, -r 8, 0 errors; then 2 turns; -r 8 across a server
+              restart; no file on the last step (.venv-verifiers)
   nemo_gym    NeMo-Gym: the resources server's app, 8 POST /verify at once, 0 errors
-              (.venv-nemo, Python 3.12)
+              (.venv-nemo, Python 3.12); then 8 across a server restart: none lost
   trl         TRL: the environment_factory class through GRPOTrainer's calls (trl 1.16.0),
               its tool schema by transformers, 8 pooled rollouts, then the pool reused
+              with a server restart (kill -9) in the middle of that batch: none lost
+  trl_grpo    a real TRL GRPOTrainer (.venv-trl, torch on the CPU) with kernelarena's
+              environment_factory, a tiny random model built in the test, 8 generations,
+              2 steps on host tasks: rollouts evaluated, episodes closed, 0 errors
   reproducible  Evaluate(reproducible=True) with the admin token repeats its inputs across
               an executor restart (same per-case errors); a plain Evaluate does not; without
               the token it is PERMISSION_DENIED; a recorded step re-evaluated on the
@@ -106,6 +118,16 @@ def start_stack():
         [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
          "--backends", "host"], stderr=log, stdout=log,
         env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+
+
+def kill_and_restart(delay=0.5):
+    """kill -9 the envserver now, and start it again on its state folder delay seconds
+    later (on a timer thread; the caller goes on at once). Returns the timer."""
+    PROCS["server"].kill()
+    PROCS["server"].wait()
+    t = threading.Timer(delay, start_server)
+    t.start()
+    return t
 
 
 def wait_ready_elsewhere(timeout=60):
@@ -231,7 +253,8 @@ def case_pickle():
             pool.apply(_fail_call, (url,))
             check(False, "a call to no server succeeded")
         except KernelArenaError as e:
-            check(e.code == "UNAVAILABLE" and e.retryable and url in e.message,
+            check(e.code == "UNAVAILABLE" and not e.retryable and url in e.message and
+                  "no kernelarena server" in e.message,
                   f"the worker's KernelArenaError arrived intact: {e}")
     with multiprocessing.get_context("fork").Pool(1) as pool:
         try:
@@ -239,6 +262,171 @@ def case_pickle():
         except KernelArenaError as e:
             check(e.code == "INVALID_ARGUMENT" and not e.retryable,
                   f"and from a forked worker: {e.code}")
+
+
+def _fails_fast(what, call, url, bound=3.0):
+    """call() must raise KernelArenaError UNAVAILABLE, not retryable, naming url and
+    saying there is no server, within bound seconds."""
+    t = time.monotonic()
+    try:
+        call()
+        check(False, f"{what}: answered with no server at {url}")
+    except KernelArenaError as e:
+        dt = time.monotonic() - t
+        check(e.code == "UNAVAILABLE" and not e.retryable and url in e.message and
+              "no kernelarena server" in e.message and dt < bound,
+              f"{what}: failed in {dt:.2f} s (< {bound:g}): {e}")
+        return e
+
+
+def case_connect():
+    """A first connect to no server fails fast (it took ~75 s through the text layer's
+    retries): an ipc:// socket file that does not exist and a refused tcp:// port, through
+    Client, AsyncClient, TextEpisode and SkyRL's env; the error says why. A server that
+    starts later is then reached by the same Client, and once reached, a server restart
+    is waited for by a client made while it is down (not failed fast)."""
+    need("skyrl_gym", "")
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    from kernelarena.integrations.text import TextEpisode
+    gone = f"ipc://{WORK}/no/such/env.ipc"
+    e = _fails_fast("TextEpisode.reset, ipc socket file missing",
+                    lambda: TextEpisode("host/gelu", url=gone).reset(seed=1), gone)
+    check("does not exist" in e.message and "wait_ready" in e.message,
+          "the message names the missing socket file and wait_ready")
+    refused = f"tcp://127.0.0.1:{free_port()}"
+    e = _fails_fast("TextEpisode.reset, tcp refused",
+                    lambda: TextEpisode("host/gelu", url=refused).reset(seed=1), refused)
+    check("connection refused" in e.message, "the message says the connection was refused")
+
+    async def acall():
+        async with kernelarena.AsyncClient(URL) as ac:
+            await ac.health()
+    _fails_fast("AsyncClient.health before the server starts", lambda: asyncio.run(acall()), URL)
+
+    def skyrl_init():
+        env = skyrl_gym.make("kernelarena", env_config={"url": URL},
+                             extras={"task_id": "host/gelu", "seed": 3})
+        try:
+            env.init([])
+        finally:
+            env.close()
+    _fails_fast("skyrl env.init", skyrl_init, URL)
+    c = kernelarena.Client(URL, timeout_s=30)
+    _fails_fast("Client.health", c.health, URL)
+    start_stack()
+    c.wait_ready(timeout_s=60)
+    check(c.health().executors >= 1, "the same Client reaches the server once it is up")
+    PROCS["server"].kill()
+    PROCS["server"].wait()
+    threading.Timer(1.0, start_server).start()
+    t = time.monotonic()
+    ep = TextEpisode("host/gelu", url=URL, timeout_s=60)
+    try:
+        prompt = ep.reset(seed=5)
+    finally:
+        ep.close()
+    check("## How to reply" in prompt and time.monotonic() - t > 0.5,
+          f"a URL reached before: a new TextEpisode made while the server restarts waits for "
+          f"it ({time.monotonic() - t:.1f} s), no fast failure")
+
+
+def make_certs():
+    """tests/certs.sh's certificates (openssl, made here): ca, server (named localhost),
+    exec (a clientAuth certificate of the CA), other-ca and rogue (of another CA)."""
+    d = os.path.join(WORK, "certs")
+    r = subprocess.run(["sh", "-c", '. "$0/tests/certs.sh" && ka_certs "$1" localhost', SRC, d],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"openssl made the test certificates {r.stdout[-300:]}")
+    return lambda name: os.path.join(d, name)
+
+
+def case_tls():
+    """The client over mutual TLS: an envserver whose tls+tcp:// client endpoint requires
+    client certificates of a CA (--tls-client-ca). Client, TextEpisode and SkyRL's env
+    with the CA, a client certificate and its key run episodes; without a client
+    certificate, with another CA's, not trusting the server's CA, or with the wrong
+    server name the first call fails fast saying why (UNAVAILABLE, not retryable) and
+    the server lost nothing; bad TLS options are INVALID_ARGUMENT; envserver refuses
+    --tls-client-ca on a plain endpoint."""
+    global URL
+    need("skyrl_gym", "")
+    import skyrl_gym
+    import kernelarena.integrations.skyrl  # noqa: F401 - registers "kernelarena"
+    from kernelarena.integrations.text import TextEpisode
+    c = make_certs()
+    r = subprocess.run([os.path.join(BIN, "envserver"), "--state", os.path.join(WORK, "plain"),
+                        "--tasks", TASKS, "--tls-client-ca", c("ca.crt")], capture_output=True,
+                       text=True, timeout=30)
+    check(r.returncode != 0 and "--tls-client-ca needs a tls+tcp://" in r.stderr,
+          f"envserver refuses --tls-client-ca on a plain endpoint: {r.stderr.strip()[-160:]}")
+    URL = f"tls+tcp://localhost:{free_port()}"
+    log = open(os.path.join(WORK, "server.log"), "a")
+    PROCS["server"] = subprocess.Popen(
+        [os.path.join(BIN, "envserver"), "--state", STATE, "--tasks", TASKS, "--listen", URL,
+         "--exec-listen", f"ipc://{STATE}/exec.ipc", "--tls-cert", c("server.crt"),
+         "--tls-key", c("server.key"), "--tls-client-ca", c("ca.crt")], stderr=log, stdout=log)
+    log = open(os.path.join(WORK, "gpuexec.log"), "a")
+    os.makedirs(os.path.join(WORK, "tmp"), exist_ok=True)
+    PROCS["gpuexec"] = subprocess.Popen(
+        [os.path.join(BIN, "gpuexec"), "--server", f"ipc://{STATE}/exec.ipc", "--tasks", TASKS,
+         "--backends", "host"], stderr=log, stdout=log,
+        env=dict(os.environ, TMPDIR=os.path.join(WORK, "tmp")))
+    # a child process finds the TLS files in $KA_TLS_* (Client's defaults)
+    os.environ.update(KA_TLS_CA=c("ca.crt"), KA_TLS_CERT=c("exec.crt"), KA_TLS_KEY=c("exec.key"))
+    wait_ready_elsewhere()
+    for k in ("KA_TLS_CA", "KA_TLS_CERT", "KA_TLS_KEY"):
+        del os.environ[k]
+    check(True, "a client with the TLS files in $KA_TLS_CA, $KA_TLS_CERT, $KA_TLS_KEY connects")
+    good = {"ca": c("ca.crt"), "cert": c("exec.crt"), "key": c("exec.key")}
+    bad = [("no client certificate", {"ca": c("ca.crt")}),
+           ("another CA's client certificate", {"ca": c("ca.crt"), "cert": c("rogue.crt"),
+                                                "key": c("rogue.key")}),
+           ("not trusting the server's CA", dict(good, ca=c("other-ca.crt"))),
+           ("a server name its certificate lacks", dict(good, server_name="elsewhere"))]
+    for what, tls in bad:
+        t = time.monotonic()
+        try:
+            kernelarena.Client(URL, timeout_s=10, tls=tls).health()
+            check(False, f"{what}: the call was answered")
+        except KernelArenaError as e:
+            dt = time.monotonic() - t
+            check(e.code == "UNAVAILABLE" and not e.retryable and "TLS handshake" in e.message
+                  and dt < 5, f"{what}: refused in {dt:.2f} s: {e.message[:150]}")
+    for what, url, tls, text in (
+            ("no CA", URL, {"cert": c("exec.crt"), "key": c("exec.key")}, "needs the CA"),
+            ("a certificate without its key", URL, {"ca": c("ca.crt"), "cert": c("exec.crt")},
+             "go together"),
+            ("a missing file", URL, dict(good, key=c("nope.key")), "cannot read the TLS key"),
+            ("TLS options on ipc://", f"ipc://{STATE}/env.ipc", good, "need a tls+tcp:// URL")):
+        try:
+            kernelarena.Client(url, tls=tls)
+            check(False, f"{what}: accepted")
+        except KernelArenaError as e:
+            check(e.code == "INVALID_ARGUMENT" and text in e.message, f"{what}: {e.message}")
+    cl = kernelarena.Client(URL, timeout_s=120, tls=good)
+    h = cl.health()
+    check(h.executors >= 1 and h.open_episodes == 0,
+          f"over mutual TLS: health answers, and the refused clients left nothing open")
+    ep = TextEpisode("host/gelu", url=URL, timeout_s=120, tls=good)
+    try:
+        ep.reset(seed=3)
+        r = ep.step(reply(GELU))
+    finally:
+        ep.close()
+    check(r.status == "OK" and r.reward > 1.2, f"a TextEpisode over mutual TLS: {r.status}")
+    env = skyrl_gym.make("kernelarena", env_config={
+        "url": URL, "timeout_s": 120, "tls_ca": c("ca.crt"), "tls_cert": c("exec.crt"),
+        "tls_key": c("exec.key")}, extras={"task_id": "host/gelu", "seed": 4})
+    try:
+        env.init([])
+        out = env.step(reply(WRONG))
+    finally:
+        env.close()
+    check(out["metadata"]["status"] == "INCORRECT" and out["reward"] == 0.2,
+          "SkyRL's env with tls_ca, tls_cert, tls_key in env_config: INCORRECT, 0.2")
+    h = cl.health()
+    check(h.open_episodes == 0, "every episode closed")
 
 
 def case_vector():
@@ -367,11 +555,22 @@ def case_text():
           "the prompt text: task, current file, reply format")
     r = ep.step("I would keep it as it is.")
     check(not r.evaluated and r.status == "NO_FILES" and r.reward == 0.0 and not r.done and
-          "no fenced code block" in r.feedback, "a reply with no block: not evaluated, told why")
+          "no fenced code block" in r.feedback and "You have 1 step(s) left" in r.feedback,
+          "a reply with no block: not evaluated, told why and how many steps are left")
     r = ep.step(reply(GELU))
     check(r.evaluated and r.status == "OK" and r.reward > 1.2 and r.done and
           "Evaluation: OK" in r.feedback and abs(r.reward - r.raw_reward / 100) < 1e-9,
           f"the baseline in a block: OK, scaled reward {r.reward:.3f}, done")
+    # a reply with no block on the last step: its feedback still says why, and that the
+    # episode is over (not the reply format again, as if another turn came)
+    prompt = ep.reset(seed=9)
+    ep.step(reply(GELU))
+    r = ep.step("Done, nothing more to change.")
+    check(not r.evaluated and r.status == "NO_FILES" and r.done and
+          "no fenced code block" in r.feedback and "the episode is over" in r.feedback and
+          "Reply with the complete" not in r.feedback,
+          f"no block on the last step: the feedback says why and that the episode is over: "
+          f"{r.feedback!r}")
     ep.close()
 
     async def group():
@@ -467,7 +666,8 @@ def case_openenv():
     """OpenEnv: `python -m kernelarena.integrations.openenv` (openenv-core's create_app)
     in front of the envserver; its HTTP endpoints; then a GRPO-shaped group of 8
     WebSocket sessions (OpenEnv's EnvClient) of one dataset row at once, 0 errors; every
-    session's episode is closed once its client leaves."""
+    session's episode is closed once its client leaves; then a group of 8 with a server
+    restart (kill -9) in its middle: none lost."""
     need("openenv.core", "")
     from kernelarena.integrations.openenv import KernelArenaAction, KernelArenaEnvClient
     start_stack()
@@ -527,6 +727,36 @@ def case_openenv():
         time.sleep(0.2)
     check(len(ids) == 8 and all(c.state(e).closed for e in ids),
           "every session's episode is closed once its client left")
+    # a server restart (kill -9) in the middle of a group: sessions 0-3 have stepped,
+    # 4-7 have reset and step after it; none is lost (the text layer replays their
+    # episodes in new ones of the same seed)
+    restarted = []
+
+    async def restart_group():
+        envs = [KernelArenaEnvClient(base_url=base, message_timeout_s=120) for _ in range(8)]
+        for e in envs:
+            await e.connect()
+        try:
+            firsts = await asyncio.gather(*(e.reset(task_id=row["task_id"], seed=row["seed"])
+                                            for e in envs))
+            outs = list(await asyncio.gather(*(e.step(KernelArenaAction(reply=reply(GELU)))
+                                               for e in envs[:4])))
+            restarted.append(kill_and_restart())
+            outs += await asyncio.gather(*(e.step(KernelArenaAction(reply=reply(GELU)))
+                                           for e in envs[4:]))
+            return firsts, outs
+        finally:
+            for e in envs:
+                await e.close()
+    firsts, outs = asyncio.run(restart_group())
+    restarted[0].join()
+    sts = [o.observation.status for o in outs]
+    replayed = [f.observation.episode_id != o.observation.episode_id for f, o in zip(firsts, outs)]
+    print("     across the restart: statuses", sts, "replayed", replayed)
+    check(sts == ["OK"] * 8 and all(o.reward > 1.2 for o in outs),
+          "a server restart in the middle of a group of 8 sessions: 0 errors, 8 OK")
+    check(replayed == [False] * 4 + [True] * 4,
+          "the 4 sessions stepped before it kept their episodes; the 4 after were replayed")
 
 
 def case_trl():
@@ -537,7 +767,8 @@ def case_trl():
     renders), a GRPO-shaped group of 8 pooled instances (reset(**row), the observation
     appended to the last user message, tool calls dispatched as method(**arguments) with
     exceptions turned into {"error": ...}), get_reward per rollout; then the pool reused
-    for a second batch, as TRL reuses it. 0 errors."""
+    for a second batch, as TRL reuses it, with a server restart (kill -9) in its middle:
+    no rollout lost. 0 errors."""
     import inspect
     get_json_schema = need("transformers.utils", "").get_json_schema
     from kernelarena.integrations.trl import environment_factory, trl_rows
@@ -613,12 +844,128 @@ def case_trl():
     c = kernelarena.Client(URL, timeout_s=30)
     check(len(set(eids)) == 8 and all(c.state(e).closed for e in eids),
           "get_reward closed every rollout's episode")
-    prompts2, results2, rewards2, _ = batch(lambda i: [submit(GELU)])
+    # the pool reused for a second batch, with a server restart (kill -9) in its middle:
+    # rollouts 0-2 have submitted, 3-7 submit after it (their episodes, reset before it,
+    # are lost and replayed by the text layer); no rollout lost
+    restarted = []
+
+    def restart_policy(i):
+        if i == 3:
+            restarted.append(kill_and_restart())
+        return [submit(GELU)]
+    _, results2, rewards2, _ = batch(restart_policy)
+    restarted[0].join()
+    print("     across the restart: rewards", [round(r, 3) for r in rewards2])
     check(len(pool) == 8 and all(r > 1.2 for r in rewards2) and
           all(len(x) == 1 and "Evaluation: OK" in x[0] for x in results2),
-          "the pool reused for a second batch: 8 instances, 0 errors")
+          "the pool reused for a second batch, a server restart in its middle: 8 instances, "
+          "0 errors, 8 OK")
+    check(sum(e._ep.replays for e in pool) >= 5,
+          f"the rollouts after it were replayed ({[e._ep.replays for e in pool]})")
     for e in pool:
         e._close()
+
+
+def tiny_chat_model(actions):
+    """A tiny randomly initialised causal LM (Qwen2, 1 layer, width 32) and its tokenizer,
+    both built here (nothing downloaded): a word-level vocabulary of the chat template's
+    special tokens, [UNK] (every word of a prompt) and one token per string of actions
+    (whole tool calls: what the random model samples decodes to them exactly). The chat
+    template is Qwen2.5's, shipped in trl's package, so trl's add_response_schema parses
+    the tool calls. Returns (model, tokenizer, {action: token id})."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from trl.chat_template_utils import qwen2_5_chat_template
+    tok = Tokenizer(models.WordLevel(vocab={"[UNK]": 0}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tk = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]",
+                                              pad_token="<|endoftext|>", eos_token="<|im_end|>")
+    tk.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
+    tk.add_tokens(list(actions))
+    tk.chat_template = qwen2_5_chat_template
+    ids = {a: tk.convert_tokens_to_ids(a) for a in actions}
+    torch.manual_seed(0)
+    cfg = transformers.Qwen2Config(vocab_size=len(tk), hidden_size=32, intermediate_size=64,
+                                   num_hidden_layers=1, num_attention_heads=2,
+                                   num_key_value_heads=1, max_position_embeddings=16384,
+                                   tie_word_embeddings=True, pad_token_id=tk.pad_token_id,
+                                   eos_token_id=tk.eos_token_id)
+    model = transformers.Qwen2ForCausalLM(cfg)
+    model.generation_config.pad_token_id = tk.pad_token_id
+    model.generation_config.eos_token_id = tk.eos_token_id
+    return model, tk, ids
+
+
+def case_trl_grpo():
+    """A real TRL GRPOTrainer (trl 1.16.0, torch on the CPU; .venv-trl, lane trainers)
+    with environment_factory=kernelarena's, a tiny random model and tokenizer built here
+    (tiny_chat_model: its tokens are whole submit tool calls of the baseline kernel or a
+    wrong one), 8 generations per prompt, 2 training steps on host tasks against a real
+    envserver: every rollout's episode reset and closed, tool calls evaluated (OK and
+    INCORRECT), the rewards logged, 0 errors of the environment."""
+    need("trl", "--trainers")
+    import datasets
+    from trl import GRPOConfig, GRPOTrainer
+    from kernelarena.integrations.trl import KernelArenaTRLEnv, trl_rows
+    start_stack()
+    wait_ready_elsewhere()
+
+    def call(src):
+        return "<tool_call>\n" + json.dumps({"name": "submit", "arguments": {
+            "path": "gelu.c", "content": src}}) + "\n</tool_call>"
+    good, wrong = call(GELU), call(WRONG)
+    model, tk, ids = tiny_chat_model([good, wrong])
+    errors, calls = [], []
+
+    class Env(KernelArenaTRLEnv):
+        def __init__(self):
+            super().__init__(url=URL, max_steps=2, timeout_s=120)
+
+        def submit(self, path: str, content: str) -> str:
+            try:
+                out = super().submit(path, content)
+                calls.append(self.last_status)
+                return out
+            except Exception as e:  # noqa: BLE001 - counted, then TRL's {"error": ...}
+                errors.append(f"{type(e).__name__}: {e}")
+                raise
+        submit.__doc__ = KernelArenaTRLEnv.submit.__doc__
+    rows = trl_rows([prompts_row(71), prompts_row(72)], system_prompt="You write fast C.")
+    args = GRPOConfig(
+        output_dir=os.path.join(WORK, "grpo"), per_device_train_batch_size=8, num_generations=8,
+        max_completion_length=2048, max_steps=2, learning_rate=1e-4, logging_steps=1,
+        report_to="none", use_cpu=True, save_strategy="no", seed=0, bf16=False,
+        max_tool_calling_iterations=2, shuffle_dataset=False, dataloader_num_workers=0,
+        generation_kwargs={"suppress_tokens": [tk.unk_token_id, tk.pad_token_id,
+                                               tk.convert_tokens_to_ids("<|im_start|>")]})
+    trainer = GRPOTrainer(model=model, processing_class=tk, args=args,
+                          train_dataset=datasets.Dataset.from_list(rows),
+                          environment_factory=Env)
+    t = time.monotonic()
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    print(f"     trained in {time.monotonic() - t:.1f} s; per step:",
+          [{k: round(v, 3) for k, v in h.items() if k in ("reward", "reward_std",
+                                                          "tools/call_frequency")} for h in logs])
+    print("     tool calls", len(calls), {s: calls.count(s) for s in set(calls)},
+          "errors", errors[:3])
+    check(len(logs) == 2 and trainer.state.global_step == 2, "GRPOTrainer.train(): 2 steps logged")
+    check(not [e for e in errors if "no steps left" not in e],
+          f"0 errors of the environment (a call past max_steps aside): {errors[:3]}")
+    check("OK" in calls and "INCORRECT" in calls,
+          f"the model's tool calls were evaluated: OK and INCORRECT among {len(calls)}")
+    c = kernelarena.Client(URL, timeout_s=30)
+    eps = c.list_episodes()
+    check(len(eps) == 16 and all(e.closed_at > 0 for e in eps) and
+          {e.seed for e in eps} == {71, 72},
+          f"16 rollouts (2 steps x 8 generations of seeds 71, 72), each its own episode, all "
+          f"closed ({len(eps)})")
+    fs = [h["tools/failure_frequency"] for h in logs]
+    check(all(h["tools/call_frequency"] > 0 for h in logs) and
+          len([e for e in errors]) == round(sum(f * h["tools/call_frequency"] * 8 for f, h in
+                                                zip(fs, logs))),
+          "TRL's tool failures are exactly the calls past max_steps")
 
 
 def stub_model(replies):
@@ -659,7 +1006,9 @@ def case_verifiers():
     in-process Harness of kernelarena.integrations.verifiers) on a one-row dataset of
     `envctl tasks --prompts`, a GRPO-shaped group (-r 8) against a stub OpenAI-compatible
     model: 0 errors, 7 OK and 1 INCORRECT, rewards in the traces, episodes closed; then
-    a 2-turn group (a reply with no code block, then the kernel)."""
+    a 2-turn group (a reply with no code block, then the kernel); a group of 8 with a
+    server restart (kill -9) in its middle: none lost; a reply with no file on the last
+    step: its feedback in the trace."""
     need("verifiers.v1", "--trainers")
     vf_eval = os.path.join(os.path.dirname(sys.executable), "vf-eval")
     check(os.access(vf_eval, os.X_OK), f"vf-eval is installed beside {sys.executable}")
@@ -712,6 +1061,37 @@ def case_verifiers():
     check(len(seen2) == 4 and sum("Nothing was evaluated" in m[-1]["content"] for m in seen2) == 2
           and all(len(m) == 4 for m in seen2 if "Nothing was evaluated" in m[-1]["content"]),
           "the second turn: the conversation so far, the feedback last")
+    check(all("Evaluation: OK" in t["info"]["feedback"] for t in traces),
+          "the trace's info has the last step's feedback")
+    # a server restart (kill -9) in the middle of a group of 8: the model's 4th answer
+    # comes after it (the others race it); no rollout lost, the lost episodes replayed
+    restarted = []
+
+    def restart_reply(k, m):
+        if k == 3:
+            restarted.append(kill_and_restart())
+        return reply(GELU)
+    url4, _ = stub_model(restart_reply)
+    eps = run("out4", url4, "--env.taskset.prompts", prompts, "--env.taskset.timeout-s", "120",
+              "-r", "8")
+    restarted[0].join()
+    traces = [e["traces"][0] for e in eps]
+    print("     across the restart: statuses", [t["info"]["status"] for t in traces],
+          "episodes", len({t["info"]["episode_id"] for t in traces}))
+    check(len(eps) == 8 and all(e["ok"] and not e["errors"] for e in eps) and
+          all(t["info"]["status"] == "OK" and t["rewards"]["kernelarena"]["score"] > 1.2
+              for t in traces), "a server restart in the middle of -r 8: 0 errors, 8 OK")
+    check(sum(t["info"].get("replays", 0) for t in traces) >= 1,
+          "the rollouts whose episode was lost were replayed (info replays)")
+    # a reply with no file on the last (only) step: its feedback is in the trace
+    url3, _ = stub_model(lambda k, m: "No code, sorry.")
+    eps = run("out3", url3, "--env.taskset.task-id", "host/gelu", "--env.taskset.seed", "5",
+              "-r", "1")
+    t = eps[0]["traces"][0] if eps else {"info": {}}
+    check(len(eps) == 1 and eps[0]["ok"] and t["info"].get("status") == "NO_FILES" and
+          "no fenced code block" in t["info"].get("feedback", "") and
+          "the episode is over" in t["info"]["feedback"],
+          "no file on the last step: NO_FILES, its feedback in the trace's info")
 
 
 def case_nemo_gym():
@@ -720,7 +1100,8 @@ def case_nemo_gym():
     /seed_session, then a GRPO-shaped group of 8 POST /verify of one dataset row
     (nemo_gym_rows of `envctl tasks --prompts`) at once, with NeMo-Gym's own response
     model: 0 errors, 7 OK and 1 INCORRECT; a reply with no code block; /aggregate_metrics
-    over the group; every episode closed."""
+    over the group; every episode closed; then 8 verifies with a server restart (kill -9)
+    in their middle: none lost."""
     need("nemo_gym.base_resources_server", "--trainers")
     import concurrent.futures
     from unittest.mock import MagicMock
@@ -783,6 +1164,34 @@ def case_nemo_gym():
     c = kernelarena.Client(URL, timeout_s=30)
     check(all(c.state(o["episode_id"]).closed for o in outs + [none] if o["episode_id"]) and
           len({o["episode_id"] for o in outs}) == 8, "every verify's episode is closed")
+    # a server restart (kill -9) in the middle of a group of 8 verifies: once 4 episodes
+    # are open with steps queued or running (NeMo-Gym runs the verifies on asyncio's
+    # default thread pool: 6 at once on 2 cores, so 8 are never open together)
+    killed = threading.Event()
+
+    def killer():
+        end = time.time() + 60
+        while time.time() < end:
+            try:
+                h = c.health(timeout_s=2)
+                if h.open_episodes >= 4 and h.queued_jobs + h.running_jobs >= 1:
+                    break
+            except KernelArenaError:
+                pass
+            time.sleep(0.05)
+        kill_and_restart().join()
+        killed.set()
+    th = threading.Thread(target=killer)
+    th.start()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(verify, [reply(GELU)] * 8))
+    th.join()
+    check(killed.is_set(), "the server was killed and restarted during the group")
+    print("     across the restart: statuses", [o["status"] for o in outs], "replays",
+          [o["replays"] for o in outs])
+    check(all(o["status"] == "OK" and o["reward"] > 1.2 for o in outs),
+          "a server restart in the middle of 8 verifies: 0 errors, 8 OK")
+    check(any(o["replays"] > 0 for o in outs), "the verifies whose episode was lost were replayed")
     uv.should_exit = True
 
 

@@ -33,9 +33,9 @@ if ENV_ID not in gymnasium.registry:
 def evaluate(task_id: Optional[str] = None, files: Any = None, url: Optional[str] = None,
              seed: Optional[int] = None, episode_id: Optional[str] = None, step: int = 0,
              include_held_out: bool = False, admin_token: Optional[str] = None,
-             timeout_s: float = 900.0):
+             timeout_s: float = 900.0, tls: Optional[dict] = None):
     """One stateless evaluation (no episode): returns the EvaluateResponse (observation,
-    reward, reward_components, info, seed). See Client.evaluate."""
-    with Client(url, timeout_s=timeout_s) as c:
+    reward, reward_components, info, seed). See Client.evaluate (and Client's tls)."""
+    with Client(url, timeout_s=timeout_s, tls=tls) as c:
         return c.evaluate(task_id=task_id, files=files, seed=seed, episode_id=episode_id,
                           step=step, include_held_out=include_held_out, admin_token=admin_token)

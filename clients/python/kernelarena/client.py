@@ -13,6 +13,13 @@ as long as no call was made before the fork: nng cannot be used in a child forke
 process that started it (it aborts the process: "nng is not fork-reentrant safe"); a
 client asked to do so raises KernelArenaError("FAILED_PRECONDITION") instead.
 
+A URL with no server behind it fails fast: the first connection this process makes to a
+URL is a blocking dial (bounded by connect_timeout_s), so an ipc:// socket file that does
+not exist, or a tcp:// port nobody listens on, raises KernelArenaError("UNAVAILABLE",
+retryable=False) at once, saying so (Client.wait_ready waits for a server that is still
+starting). Once this process has reached a URL, later clients of it dial in the
+background instead, so a server that restarts is waited for and retried as below.
+
 A dead server is noticed at once: when the connection closes, every call waiting for
 its reply fails with KernelArenaError("UNAVAILABLE", retryable=True) instead of waiting
 out its timeout (the request may or may not have been carried out: a Step retried with
@@ -35,7 +42,7 @@ import pynng
 from . import kernelarena_pb2 as pb
 
 __all__ = ["Client", "AsyncClient", "KernelArenaError", "pb", "STATUS_NAMES", "status_name",
-           "components", "COMPONENT_KEYS"]
+           "components", "COMPONENT_KEYS", "TLS_KEYS"]
 
 STATUS_NAMES = {v.number: v.name for v in pb.Status.DESCRIPTOR.values}
 ERROR_NAMES = {v.number: v.name for v in pb.ErrorCode.DESCRIPTOR.values}
@@ -69,6 +76,23 @@ def _nng_error(url: str, e: Exception, closed: bool = False) -> KernelArenaError
     if closed:
         return KernelArenaError("FAILED_PRECONDITION", f"{url}: the client is closed", False)
     return KernelArenaError("UNAVAILABLE", f"{url}: {type(e).__name__}: {e}", True)
+
+
+# URLs this process has connected to at least once: a client's first dial of one of them
+# is a background dial (the server may be restarting: calls wait for it up to
+# connect_timeout_s and are retried); a URL never reached is dialled blocking, so that no
+# server there fails at once (_Base._dial_first).
+_reached_urls: set = set()
+
+
+def _refused_message(url: str) -> str:
+    """Why a first dial was refused, and what to do about it."""
+    why = "nothing listens there (connection refused)"
+    if url.startswith("ipc://") and not os.path.exists(url[len("ipc://"):]):
+        why = f"the socket file {url[len('ipc://'):]} does not exist"
+    return (f"cannot connect to {url}: no kernelarena server: {why}. Start envserver (or "
+            "point the url / $KERNELARENA_URL at one); Client.wait_ready() waits for a "
+            "server that is starting")
 
 
 # The process that started nng (made the first socket), or None: a forked child of it
@@ -108,12 +132,75 @@ def _default_url() -> str:
     return os.environ.get("KERNELARENA_URL", "ipc://./var/env.ipc")
 
 
+# TLS settings of a tls+tcp:// URL (Client(tls=...)), each key defaulting to its
+# environment variable (KA_TLS_CA and KA_TLS_SERVER_NAME are envctl's too).
+TLS_KEYS = {"ca": "KA_TLS_CA", "cert": "KA_TLS_CERT", "key": "KA_TLS_KEY",
+            "server_name": "KA_TLS_SERVER_NAME"}
+
+
+def _is_tls(url: str) -> bool:
+    return url.startswith("tls+tcp") and 0 <= url.find("://") <= 7
+
+
+def _url_host(url: str) -> str:
+    """The host of scheme://HOST:PORT (an IPv6 address without its brackets)."""
+    rest = url.split("://", 1)[1]
+    if rest.startswith("["):
+        return rest[1:].split("]", 1)[0]
+    return rest.split("/", 1)[0].rsplit(":", 1)[0]
+
+
+def _read_pem(url: str, what: str, path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise KernelArenaError("INVALID_ARGUMENT", f"{url}: cannot read the TLS {what} "
+                               f"{path}: {e}", False) from None
+
+
+def _tls_settings(url: str, tls: Optional[Mapping[str, Optional[str]]]) -> Optional[Dict[str, Any]]:
+    """The TLS settings of url: ca, cert, key as PEM text (cert and key None when not
+    given), server_name, and files (the three paths, for messages); None for a URL that
+    is not tls+tcp://. tls: {"ca": PATH, "cert":
+    PATH, "key": PATH, "server_name": NAME}, a key missing or None taken from its
+    environment variable (TLS_KEYS). Raises KernelArenaError(INVALID_ARGUMENT): an
+    unknown key, tls given for another scheme, no CA, a cert without its key (or the
+    reverse), a file that cannot be read."""
+    given = {k: v for k, v in dict(tls or {}).items() if v not in (None, "")}
+    unknown = sorted(set(given) - set(TLS_KEYS))
+    if unknown:
+        raise KernelArenaError("INVALID_ARGUMENT", f"unknown TLS option(s) {unknown}; known: "
+                               f"{sorted(TLS_KEYS)}", False)
+    if not _is_tls(url):
+        if given:
+            raise KernelArenaError("INVALID_ARGUMENT", f"TLS options given for {url}: they "
+                                   "need a tls+tcp:// URL", False)
+        return None
+    opt = {k: given.get(k) or os.environ.get(env) or None for k, env in TLS_KEYS.items()}
+    if not opt["ca"]:
+        raise KernelArenaError("INVALID_ARGUMENT", f"{url}: a tls+tcp:// URL needs the CA "
+                               "certificate that signed the server's: tls={'ca': PATH} or "
+                               "$KA_TLS_CA", False)
+    if bool(opt["cert"]) != bool(opt["key"]):
+        raise KernelArenaError("INVALID_ARGUMENT", f"{url}: the TLS client certificate and "
+                               "key go together (tls 'cert' and 'key', or $KA_TLS_CERT and "
+                               "$KA_TLS_KEY)", False)
+    return {"ca": _read_pem(url, "CA certificate", opt["ca"]),
+            "cert": opt["cert"] and _read_pem(url, "certificate", opt["cert"]),
+            "key": opt["key"] and _read_pem(url, "key", opt["key"]),
+            "server_name": opt["server_name"] or _url_host(url),
+            "files": {k: opt[k] for k in ("ca", "cert", "key")}}
+
+
 class _Base:
-    def __init__(self, url: Optional[str], timeout_s: float, connect_timeout_s: float):
+    def __init__(self, url: Optional[str], timeout_s: float, connect_timeout_s: float,
+                 tls: Optional[Mapping[str, Optional[str]]] = None):
         self.url = url or _default_url()
         if "://" not in self.url:
             raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url!r}: not a URL "
-                                   "(ipc://PATH, tcp://HOST:PORT)", False)
+                                   "(ipc://PATH, tcp://HOST:PORT, tls+tcp://HOST:PORT)", False)
+        self._tls = _tls_settings(self.url, tls)
         self.timeout_s = float(timeout_s)
         self.connect_timeout_s = float(connect_timeout_s)
         self._ids = itertools.count(random.getrandbits(40) << 20)
@@ -145,16 +232,87 @@ class _Base:
             sock.reconnect_time_min = 50
             sock.reconnect_time_max = 1000
             sock.add_post_pipe_remove_cb(self._pipe_removed)
-            # Non-blocking dial: a server that is not up yet is dialled again in the
-            # background; calls wait for it up to connect_timeout_s (the send timeout).
-            try:
-                sock.dial(self.url, block=False)
-            except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
-                sock.close()
-                raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
-                                       False) from None
+            if self._tls is not None:
+                self._tls_setup(sock)
+            if self.url in _reached_urls:
+                self._dial_background(sock)
+            else:
+                self._dial_first(sock)
             self._sock = sock
             return sock
+
+    def _tls_setup(self, sock):
+        """Sets the socket's TLS client config: the server's certificate must be signed
+        by the CA and name server_name; the client's own certificate and key sent when
+        given (a server started with --tls-client-ca requires them). Closes sock and
+        raises KernelArenaError(INVALID_ARGUMENT) when nng refuses the PEM text."""
+        t = self._tls
+        try:
+            kw = {"own_cert_string": t["cert"], "own_key_string": t["key"]} if t["cert"] else {}
+            sock.tls_config = pynng.TLSConfig(
+                pynng.TLSConfig.MODE_CLIENT, server_name=t["server_name"], ca_string=t["ca"],
+                auth_mode=pynng.TLSConfig.AUTH_MODE_REQUIRED, **kw)
+        except pynng.NNGException as e:
+            sock.close()
+            raise KernelArenaError("INVALID_ARGUMENT", f"{self.url}: TLS files {t['files']}: "
+                                   f"{e} (PEM files, the key unencrypted and of that "
+                                   "certificate?)", False) from None
+
+    def _dial_background(self, sock):
+        """Non-blocking dial of a URL this process has reached before: a server that is
+        down (restarting) is dialled again in the background; calls wait for it up to
+        connect_timeout_s (the send timeout). Closes sock and raises
+        KernelArenaError(INVALID_ARGUMENT) for a URL nng cannot dial."""
+        try:
+            sock.dial(self.url, block=False)
+        except pynng.NNGException as e:  # a URL nng cannot dial: no retry helps
+            sock.close()
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
+
+    def _dial_first(self, sock):
+        """Blocking dial of a URL this process has not reached yet, on a helper thread,
+        waited for up to connect_timeout_s. Connected: the URL is remembered
+        (_reached_urls) and nng redials it by itself if the connection drops. Refused
+        (no ipc socket file, nobody on the tcp port) or another dial error: closes sock
+        and raises KernelArenaError(UNAVAILABLE, not retryable) at once; no answer in
+        time (a tcp host that drops packets): closes sock and raises UNAVAILABLE,
+        retryable. Blocks the calling thread (an AsyncClient's event loop too) for at
+        most connect_timeout_s."""
+        box: Dict[str, BaseException] = {}
+
+        def dial():
+            try:
+                sock.dial(self.url, block=True)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                box["error"] = e
+        t = threading.Thread(target=dial, name="kernelarena-dial", daemon=True)
+        t.start()
+        t.join(self.connect_timeout_s)
+        if t.is_alive():
+            sock.close()  # aborts the dial
+            t.join(1.0)
+            raise KernelArenaError("UNAVAILABLE", f"cannot reach {self.url}: no connection "
+                                   f"within {self.connect_timeout_s:g} s", True)
+        e = box.get("error")
+        if e is None:
+            _reached_urls.add(self.url)
+            return
+        sock.close()
+        if isinstance(e, pynng.ConnectionRefused):
+            raise KernelArenaError("UNAVAILABLE", _refused_message(self.url), False) from None
+        if isinstance(e, (pynng.AddressInvalid, pynng.NotSupported, pynng.InvalidOperation)):
+            raise KernelArenaError("INVALID_ARGUMENT", f"cannot dial {self.url}: {e}",
+                                   False) from None
+        if self._tls is not None:
+            raise KernelArenaError(
+                "UNAVAILABLE", f"cannot connect to {self.url}: the TLS handshake failed "
+                f"({type(e).__name__}: {e}): is the server's certificate signed by the CA "
+                f"{self._tls['files']['ca']} and does it name {self._tls['server_name']!r} "
+                "(tls 'server_name', $KA_TLS_SERVER_NAME)? Does the server want a client "
+                "certificate (tls 'cert' and 'key') of its --tls-client-ca?", False) from None
+        raise KernelArenaError("UNAVAILABLE", f"cannot connect to {self.url}: "
+                               f"{type(e).__name__}: {e}", False) from None
 
     def _new_context(self):
         sock = self._socket()
@@ -249,15 +407,25 @@ class Client(_Base):
     """Blocking client; thread-safe (each call uses its own nng context).
 
     Args:
-        url: the server's client endpoint (ipc://..., tcp://host:port); default
-            $KERNELARENA_URL.
+        url: the server's client endpoint (ipc://..., tcp://host:port,
+            tls+tcp://host:port); default $KERNELARENA_URL.
         timeout_s: default deadline of a call, seconds (queue wait + evaluation).
         connect_timeout_s: how long a call waits for the connection, seconds.
+        tls: for a tls+tcp:// URL: {"ca": PATH (required: the CA certificate that
+            signed the server's), "cert": PATH, "key": PATH (the client's certificate
+            and unencrypted key, for a server started with --tls-client-ca),
+            "server_name": NAME (the name the server's certificate must carry; default
+            the URL's host)}; a key left out defaults to $KA_TLS_CA, $KA_TLS_CERT,
+            $KA_TLS_KEY, $KA_TLS_SERVER_NAME. The files are read here.
+
+    Raises KernelArenaError(INVALID_ARGUMENT) for a bad URL or TLS options (see
+    _tls_settings); opens no socket (the first call does).
     """
 
     def __init__(self, url: Optional[str] = None, timeout_s: float = 900.0,
-                 connect_timeout_s: float = 10.0):
-        super().__init__(url, timeout_s, connect_timeout_s)
+                 connect_timeout_s: float = 10.0,
+                 tls: Optional[Mapping[str, Optional[str]]] = None):
+        super().__init__(url, timeout_s, connect_timeout_s, tls)
 
     def call(self, method: str, body, deadline_s: Optional[float] = None):
         """Sends one request (method = the Request body's field name) and returns the
@@ -385,11 +553,13 @@ class Client(_Base):
 
 class AsyncClient(_Base):
     """asyncio client: every coroutine uses its own nng context, so one process keeps
-    hundreds of episodes in flight on one socket. Methods mirror Client."""
+    hundreds of episodes in flight on one socket. Methods and arguments (tls too)
+    mirror Client."""
 
     def __init__(self, url: Optional[str] = None, timeout_s: float = 900.0,
-                 connect_timeout_s: float = 10.0):
-        super().__init__(url, timeout_s, connect_timeout_s)
+                 connect_timeout_s: float = 10.0,
+                 tls: Optional[Mapping[str, Optional[str]]] = None):
+        super().__init__(url, timeout_s, connect_timeout_s, tls)
 
     async def call(self, method: str, body, deadline_s: Optional[float] = None):
         rid, data = self._request(method, body, deadline_s)

@@ -107,19 +107,19 @@ def _read_vec_text(space: VecText, shared_memory, n: int = 1):
     return TextRows(space, shared_memory, n)
 
 
-def _meta_direct(url, timeout_s):
-    with Client(url, timeout_s=timeout_s) as c:
+def _meta_direct(url, timeout_s, tls=None):
+    with Client(url, timeout_s=timeout_s, tls=tls) as c:
         tasks = c.list_tasks()
         return ([t.SerializeToString() for t in tasks],
                 c.describe().limits.SerializeToString())
 
 
-def _task_meta(url: Optional[str], timeout_s: float):
+def _task_meta(url: Optional[str], timeout_s: float, tls=None):
     """(TaskInfo list, Limits) of the server. When this process has not used nng yet,
     asked from a forked child (which exits after), so that this process can still fork
     children that use nng. Raises KernelArenaError."""
     if nng_started_here() or not hasattr(os, "fork"):
-        tasks, limits = _meta_direct(url, timeout_s)
+        tasks, limits = _meta_direct(url, timeout_s, tls)
     else:
         r, w = os.pipe()
         pid = os.fork()
@@ -127,7 +127,7 @@ def _task_meta(url: Optional[str], timeout_s: float):
             try:
                 os.close(r)
                 try:
-                    out = ("ok", _meta_direct(url, timeout_s))
+                    out = ("ok", _meta_direct(url, timeout_s, tls))
                 except KernelArenaError as e:
                     out = ("error", (e.code, e.message, e.retryable))
                 except Exception as e:  # noqa: BLE001
@@ -181,6 +181,7 @@ class Env(gymnasium.Env):
         run, label: the trace-store run id and label of the episodes.
         timeout_s: deadline of each request (a step waits for its evaluation).
         client: an existing Client to share (not closed by close()).
+        tls: a tls+tcp:// URL's TLS files and server name (Client's tls argument).
     """
 
     metadata = {"render_modes": []}
@@ -188,9 +189,9 @@ class Env(gymnasium.Env):
     def __init__(self, task_id: str = "host/gelu", url: Optional[str] = None,
                  max_steps: Optional[int] = None, run: Optional[str] = None,
                  label: Optional[str] = None, timeout_s: float = 900.0,
-                 client: Optional[Client] = None):
+                 client: Optional[Client] = None, tls: Optional[Dict[str, str]] = None):
         self._own_client = client is None
-        self._client = client or Client(url, timeout_s=timeout_s)  # opens no socket yet
+        self._client = client or Client(url, timeout_s=timeout_s, tls=tls)  # opens no socket yet
         self._episode: Optional[str] = None
         self._steps = 0
         self.task_id = task_id
@@ -199,7 +200,7 @@ class Env(gymnasium.Env):
                 tasks = {t.id: t for t in client.list_tasks()}
                 limits = client.describe().limits
             else:
-                infos, limits = _task_meta(self._client.url, min(timeout_s, 60.0))
+                infos, limits = _task_meta(self._client.url, min(timeout_s, 60.0), tls)
                 tasks = {t.id: t for t in infos}
         except Exception:
             self._close_client()

@@ -30,7 +30,7 @@ from nemo_gym.base_resources_server import (BaseResourcesServerConfig, BaseVerif
                                             BaseVerifyResponse, SimpleResourcesServer)
 
 from ..client import KernelArenaError
-from .text import TextEpisode, render_prompt
+from .text import TextEpisode, render_prompt, tls_options
 
 __all__ = ["KernelArenaResourcesServerConfig", "KernelArenaVerifyRequest",
            "KernelArenaVerifyResponse", "KernelArenaResourcesServer", "nemo_gym_rows"]
@@ -38,8 +38,14 @@ __all__ = ["KernelArenaResourcesServerConfig", "KernelArenaVerifyRequest",
 
 class KernelArenaResourcesServerConfig(BaseResourcesServerConfig):
     """The server's config (NeMo-Gym's host, port, entrypoint, name and): url (the
-    envserver; default $KERNELARENA_URL), timeout_s (one call), reward_cap."""
+    envserver; default $KERNELARENA_URL), timeout_s (one call), reward_cap; for a
+    tls+tcp:// url: tls_ca, tls_cert, tls_key, tls_server_name (kernelarena.Client's tls;
+    default $KA_TLS_CA, ...)."""
     url: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_server_name: str = ""
     timeout_s: float = 900.0
     reward_cap: Optional[float] = None
 
@@ -53,7 +59,8 @@ class KernelArenaVerifyRequest(BaseVerifyRequest):
 class KernelArenaVerifyResponse(BaseVerifyResponse):
     """The request's fields (task_id, seed included), reward (scaled), status (label;
     NO_FILES when the reply named no editable file), raw_reward (the server's),
-    components (the fixed key set), feedback (text), episode_id."""
+    components (the fixed key set), feedback (text), episode_id (the first episode's),
+    replays (episodes lost to a server fault and replayed: text.TextEpisode.replays)."""
     task_id: str
     seed: Optional[int] = None
     status: str
@@ -61,6 +68,7 @@ class KernelArenaVerifyResponse(BaseVerifyResponse):
     components: Dict[str, float]
     feedback: str
     episode_id: str = ""
+    replays: int = 0
 
 
 class KernelArenaResourcesServer(SimpleResourcesServer):
@@ -73,7 +81,8 @@ class KernelArenaResourcesServer(SimpleResourcesServer):
     def _verify_blocking(self, body: KernelArenaVerifyRequest) -> KernelArenaVerifyResponse:
         ep = TextEpisode(body.task_id, url=self.config.url or os.environ.get("KERNELARENA_URL"),
                          max_steps=1, timeout_s=self.config.timeout_s,
-                         reward_cap=self.config.reward_cap)
+                         reward_cap=self.config.reward_cap,
+                         tls=tls_options(lambda k: getattr(self.config, k)))
         try:
             ep.reset(seed=body.seed)
             eid = ep.episode_id or ""
@@ -82,7 +91,8 @@ class KernelArenaResourcesServer(SimpleResourcesServer):
             ep.close()
         return KernelArenaVerifyResponse(**body.model_dump(), reward=r.reward, status=r.status,
                                          raw_reward=r.raw_reward, components=r.components,
-                                         feedback=r.feedback, episode_id=eid)
+                                         feedback=r.feedback, episode_id=eid,
+                                         replays=ep.replays)
 
     async def verify(self, body: KernelArenaVerifyRequest) -> KernelArenaVerifyResponse:
         """Evaluates the response's files on a fresh episode of body.task_id (seed

@@ -39,7 +39,7 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 from pydantic import Field
 
 from ..client import KernelArenaError
-from .text import TextEpisode
+from .text import TextEpisode, tls_options
 
 __all__ = ["KernelArenaAction", "KernelArenaObservation", "KernelArenaState",
            "KernelArenaEnvironment", "KernelArenaEnvClient", "create_kernelarena_app"]
@@ -89,9 +89,10 @@ class KernelArenaEnvironment(Environment):
 
     def __init__(self, url: Optional[str] = None, task_id: Optional[str] = None,
                  max_steps: int = 1, timeout_s: float = 900.0,
-                 reward_cap: Optional[float] = None):
+                 reward_cap: Optional[float] = None, tls: Optional[Dict[str, str]] = None):
         super().__init__()
         self.url = url or os.environ.get("KERNELARENA_URL")
+        self.tls = tls
         self.default_task = task_id
         self.max_steps = int(max_steps)
         self.timeout_s = float(timeout_s)
@@ -114,7 +115,7 @@ class KernelArenaEnvironment(Environment):
             self._ep = None
         if self._ep is None:
             self._ep = TextEpisode(task, url=self.url, max_steps=steps, timeout_s=self.timeout_s,
-                                   reward_cap=self.reward_cap)
+                                   reward_cap=self.reward_cap, tls=self.tls)
         prompt = self._ep.reset(seed=seed)
         self._state = KernelArenaState(episode_id=self._ep.episode_id, step_count=0, task_id=task,
                                        seed=self._ep.seed, client_episode_id=episode_id)
@@ -162,17 +163,19 @@ class KernelArenaEnvironment(Environment):
 def create_kernelarena_app(url: Optional[str] = None, task_id: Optional[str] = None,
                            max_steps: int = 1, max_concurrent_envs: int = 64,
                            timeout_s: float = 900.0, reward_cap: Optional[float] = None,
-                           session_timeout_s: Optional[float] = None):
+                           session_timeout_s: Optional[float] = None,
+                           tls: Optional[Dict[str, str]] = None):
     """The FastAPI app of openenv-core's create_app serving KernelArenaEnvironment
     (/health, /schema, /metadata, /reset, /step, /state, /ws): each WebSocket session
     gets its own instance, at most max_concurrent_envs at once. url: the envserver
     (default $KERNELARENA_URL); task_id: the default task of reset(); session_timeout_s:
-    OpenEnv's idle-session reaper (None: off; kernelarena's own idle TTL still applies)."""
+    OpenEnv's idle-session reaper (None: off; kernelarena's own idle TTL still applies);
+    tls: a tls+tcp:// url's files (kernelarena.Client's tls)."""
     from openenv.core.env_server.types import ConcurrencyConfig
 
     def factory() -> KernelArenaEnvironment:
         return KernelArenaEnvironment(url=url, task_id=task_id, max_steps=max_steps,
-                                      timeout_s=timeout_s, reward_cap=reward_cap)
+                                      timeout_s=timeout_s, reward_cap=reward_cap, tls=tls)
     cfg = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs,
                             session_timeout=session_timeout_s)
     return create_app(factory, KernelArenaAction, KernelArenaObservation, env_name="kernelarena",
@@ -211,10 +214,17 @@ def main(argv=None) -> int:
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--max-sessions", type=int, default=64)
     ap.add_argument("--timeout-s", type=float, default=900.0)
+    for k, what in (("ca", "the CA certificate that signed the envserver's (tls+tcp://)"),
+                    ("cert", "this client's certificate (an envserver with --tls-client-ca)"),
+                    ("key", "its key (unencrypted PEM)"),
+                    ("server-name", "the name the envserver's certificate carries")):
+        ap.add_argument(f"--tls-{k}", default=None, help=f"{what}; default $KA_TLS_"
+                        f"{k.upper().replace('-', '_')}")
     a = ap.parse_args(argv)
     import uvicorn
     uvicorn.run(create_kernelarena_app(url=a.url, task_id=a.task, max_steps=a.max_steps,
-                                       max_concurrent_envs=a.max_sessions, timeout_s=a.timeout_s),
+                                       max_concurrent_envs=a.max_sessions, timeout_s=a.timeout_s,
+                                       tls=tls_options(lambda k: getattr(a, k))),
                 host=a.host, port=a.port, log_level="warning")
     return 0
 

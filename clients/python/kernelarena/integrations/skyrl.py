@@ -8,7 +8,9 @@
     out = env.step(model_reply)            # observations, reward, done, metadata
 
 env_config (the trainer's environment config: a dict or an OmegaConf node): url
-(default $KERNELARENA_URL), max_steps (1), timeout_s (900), reward_cap (None).
+(default $KERNELARENA_URL), max_steps (1), timeout_s (900), reward_cap (None); for a
+tls+tcp:// url tls_ca, tls_cert, tls_key, tls_server_name (kernelarena.Client's tls;
+default $KA_TLS_CA, ...).
 extras (the dataset row's env_extras; the rows of `envctl tasks --prompts` carry both):
 task_id (required), seed (optional).
 
@@ -24,7 +26,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import skyrl_gym
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from .text import TextEpisode
+from .text import TextEpisode, tls_options
 
 ENV_ID = "kernelarena"
 
@@ -54,7 +56,8 @@ class KernelArenaSkyRLEnv(BaseTextEnv):
         self.episode = TextEpisode(extras["task_id"], url=_get(env_config, "url", None),
                                    max_steps=self.max_turns,
                                    timeout_s=float(_get(env_config, "timeout_s", 900.0)),
-                                   reward_cap=_get(env_config, "reward_cap", None))
+                                   reward_cap=_get(env_config, "reward_cap", None),
+                                   tls=tls_options(lambda k: _get(env_config, k, None)))
         self._metrics: Dict[str, Any] = {}
 
     def init(self, prompt: List[Dict[str, str]]) -> Tuple[List[Dict[str, str]], Dict[str, Any]]:

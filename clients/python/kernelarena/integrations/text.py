@@ -38,7 +38,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from ..client import AsyncClient, Client, KernelArenaError, components, status_name
 
 __all__ = ["ParsedReply", "parse_reply", "parse_files", "render_prompt", "render_feedback", "scale_reward",
-           "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD"]
+           "TextStep", "TextEpisode", "AsyncTextEpisode", "REPLY_FORMAT", "NO_FILES_REWARD",
+           "tls_options"]
 
 # Characters of a log kept in the feedback (the end of the log: compilers put the first
 # error first, but a long log's end says how it stopped; both ends are kept).
@@ -49,6 +50,13 @@ NO_FILES_REWARD = 0.0
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n]*)$")
 _KEYED = re.compile(r"""(?:file|path|filename|title|name)\s*=\s*["']?([^"'\s]+)["']?""")
+
+
+def tls_options(get) -> Dict[str, Optional[str]]:
+    """The tls argument of kernelarena.Client from an integration's flat config keys
+    tls_ca, tls_cert, tls_key and tls_server_name; get(key) returns a key's value or None
+    (an unset key then defaults to its $KA_TLS_* variable in Client)."""
+    return {k: (get(f"tls_{k}") or None) for k in ("ca", "cert", "key", "server_name")}
 
 
 def _fmt_files(editable: Sequence[str]) -> str:
@@ -76,10 +84,12 @@ def _lang(path: str) -> str:
 class ParsedReply:
     """What parse_reply found: files {path: contents} to send; problems (each a sentence:
     a block naming a file that may not change, an unclosed block); feedback: the text to
-    send back when files is empty (else "")."""
+    send back when files is empty (else ""): why, then how to reply; why: its first part
+    alone (for a last turn, when there is no next reply to format)."""
     files: Dict[str, str] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
     feedback: str = ""
+    why: str = ""
 
     @property
     def ok(self) -> bool:
@@ -160,8 +170,8 @@ def parse_reply(reply: str, editable: Sequence[str]) -> ParsedReply:
     if not pr.files:
         why = ("your reply has no fenced code block" if not blocks else
                "no code block of your reply names a file you may change")
-        extra = "".join(f"\n- {p}" for p in pr.problems)
-        pr.feedback = (f"Nothing was evaluated: {why}.{extra}\n\n{reply_format(editable)}")
+        pr.why = f"Nothing was evaluated: {why}." + "".join(f"\n- {p}" for p in pr.problems)
+        pr.feedback = f"{pr.why}\n\n{reply_format(editable)}"
     return pr
 
 
@@ -177,9 +187,9 @@ def parse_files(files: Mapping[str, str], editable: Sequence[str]) -> ParsedRepl
             pr.problems.append(f"`{path}` may not change (not sent); files you may change: "
                                f"{_fmt_files(editable)}")
     if not pr.files:
-        extra = "".join(f"\n- {p}" for p in pr.problems)
-        pr.feedback = (f"Nothing was evaluated: no file you may change was given.{extra}\n"
-                       f"Files you may change: {_fmt_files(editable)}.")
+        pr.why = ("Nothing was evaluated: no file you may change was given." +
+                  "".join(f"\n- {p}" for p in pr.problems))
+        pr.feedback = f"{pr.why}\nFiles you may change: {_fmt_files(editable)}."
     return pr
 
 
@@ -295,11 +305,18 @@ class _EpisodeBase:
         return self.prompt
 
     def _no_files(self, pr: ParsedReply) -> TextStep:
+        """The TextStep of a reply with nothing to evaluate: the feedback says why, then
+        how to reply and the steps left, or, on the last turn, that the episode is over."""
         self.turns += 1
         self.done = self.turns >= self.max_steps
         comps = {k: 0.0 for k in ("compiled", "correct", "speedup_geomean", "flagged")}
         comps.update({f"speedup/{c}": 0.0 for c in self.case_names})
-        return TextStep(pr.feedback, NO_FILES_REWARD, 0.0, self.done, "NO_FILES", comps, False)
+        if self.done:
+            fb = (f"{pr.why}\nThat was your last step: the episode is over (reward "
+                  f"{NO_FILES_REWARD:g}).\n")
+        else:
+            fb = f"{pr.feedback}\nYou have {self.max_steps - self.turns} step(s) left.\n"
+        return TextStep(fb, NO_FILES_REWARD, 0.0, self.done, "NO_FILES", comps, False)
 
     def _on_step(self, s, pr: ParsedReply) -> TextStep:
         self.steps = int(s.observation.step)
@@ -339,15 +356,16 @@ class TextEpisode(_EpisodeBase):
     or a lost reply's retry is refused) is replayed: a new episode with the same seed,
     the earlier submissions sent again, then this one (`replays` counts them). Other
     server errors raise KernelArenaError (see .retryable); a reply that names no file is
-    not evaluated (TextStep.status "NO_FILES", reward NO_FILES_REWARD)."""
+    not evaluated (TextStep.status "NO_FILES", reward NO_FILES_REWARD). tls: a tls+tcp://
+    URL's TLS files and server name (kernelarena.Client's tls)."""
 
     def __init__(self, task_id: str, url: Optional[str] = None, max_steps: int = 1,
                  client: Optional[Client] = None, timeout_s: float = 900.0,
                  reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None,
-                 retries: int = 5):
+                 retries: int = 5, tls: Optional[Mapping[str, Optional[str]]] = None):
         super().__init__(task_id, max_steps, reward_cap, options)
         self._own = client is None
-        self.client = client or Client(url, timeout_s=timeout_s)
+        self.client = client or Client(url, timeout_s=timeout_s, tls=tls)
         self._task = None
         self.retries = int(retries)
         self.replays = 0
@@ -469,10 +487,11 @@ class AsyncTextEpisode(_EpisodeBase):
 
     def __init__(self, task_id: str, url: Optional[str] = None, max_steps: int = 1,
                  client: Optional[AsyncClient] = None, timeout_s: float = 900.0,
-                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None):
+                 reward_cap: Optional[float] = None, options: Optional[Mapping[str, str]] = None,
+                 tls: Optional[Mapping[str, Optional[str]]] = None):
         super().__init__(task_id, max_steps, reward_cap, options)
         self._own = client is None
-        self.client = client or AsyncClient(url, timeout_s=timeout_s)
+        self.client = client or AsyncClient(url, timeout_s=timeout_s, tls=tls)
         self._task = None
 
     async def reset(self, seed: Optional[int] = None) -> str:

@@ -28,7 +28,7 @@ import functools
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
-from .text import NO_FILES_REWARD, TextEpisode
+from .text import NO_FILES_REWARD, TextEpisode, tls_options
 
 __all__ = ["KernelArenaTRLEnv", "environment_factory", "trl_rows", "HOW_TO_SUBMIT"]
 
@@ -43,8 +43,9 @@ class KernelArenaTRLEnv:
     thread-safe: one instance serves one rollout at a time, as TRL uses it."""
 
     def __init__(self, url: Optional[str] = None, max_steps: int = 1, timeout_s: float = 900.0,
-                 reward_cap: Optional[float] = None):
+                 reward_cap: Optional[float] = None, tls: Optional[Dict[str, str]] = None):
         self._url = url or os.environ.get("KERNELARENA_URL")
+        self._tls = tls
         self._max_steps = int(max_steps)
         self._timeout_s = float(timeout_s)
         self._reward_cap = reward_cap
@@ -67,7 +68,8 @@ class KernelArenaTRLEnv:
             self._ep = None
         if self._ep is None:
             self._ep = TextEpisode(task, url=self._url, max_steps=self._max_steps,
-                                   timeout_s=self._timeout_s, reward_cap=self._reward_cap)
+                                   timeout_s=self._timeout_s, reward_cap=self._reward_cap,
+                                   tls=self._tls)
         seed = row.get("seed")
         self._reward, self.last_status = NO_FILES_REWARD, ""
         prompt = self._ep.reset(seed=None if seed is None else int(seed))
@@ -111,12 +113,12 @@ class KernelArenaTRLEnv:
 
 
 def environment_factory(url: Optional[str] = None, max_steps: int = 1, timeout_s: float = 900.0,
-                        reward_cap: Optional[float] = None):
+                        reward_cap: Optional[float] = None, tls: Optional[Dict[str, str]] = None):
     """The zero-argument factory to pass as GRPOTrainer(environment_factory=...): each
     call makes a KernelArenaTRLEnv on url (default $KERNELARENA_URL) with these
-    settings."""
+    settings (tls: a tls+tcp:// url's files, kernelarena.Client's tls)."""
     return functools.partial(KernelArenaTRLEnv, url=url, max_steps=max_steps,
-                             timeout_s=timeout_s, reward_cap=reward_cap)
+                             timeout_s=timeout_s, reward_cap=reward_cap, tls=tls)
 
 
 def trl_rows(rows: List[Mapping[str, Any]], system_prompt: Optional[str] = None) -> List[Dict[str, Any]]:

@@ -18,7 +18,8 @@ __all__: one Taskset, one Env and one Harness.
   run's user: the text layer's prompt is the first user turn, each model reply is
   parsed and evaluated, the feedback is the next user turn until the episode is done;
   the reward `kernelarena` is the scaled reward of the last evaluated step (0 when
-  none was), the status label and the raw reward go to the trace's info.
+  none was), the status label, the raw reward and the last step's feedback (also when
+  that reply had no file) go to the trace's info.
 - KernelArenaHarness: the model's side in-process, one chat completion per segment
   through the interception endpoint verifiers gives it (verifiers' own harnesses are
   programs prepared with uv; this one needs no program and no container). The agent's
@@ -36,7 +37,7 @@ from typing import Optional
 import verifiers.v1 as vf
 from verifiers.v1.runtimes import ProgramResult
 
-from .text import NO_FILES_REWARD, TextEpisode
+from .text import NO_FILES_REWARD, TextEpisode, tls_options
 
 __all__ = ["KernelArenaTasksetConfig", "KernelArenaData", "KernelArenaTask",
            "KernelArenaEnvConfig", "KernelArenaEnv", "KernelArenaHarnessConfig",
@@ -49,8 +50,14 @@ SYSTEM_PROMPT = ("You optimize GPU and CPU kernels. Keep them correct; make them
 class KernelArenaTasksetConfig(vf.TasksetConfig):
     """--env.taskset.*: url (the envserver; default $KERNELARENA_URL), prompts (a JSONL
     file of `envctl tasks --prompts`), or task_id + seed (one task), max_steps (turns per
-    episode), timeout_s (one call), reward_cap (text.scale_reward's cap)."""
+    episode), timeout_s (one call), reward_cap (text.scale_reward's cap); for a tls+tcp://
+    url: tls_ca, tls_cert, tls_key, tls_server_name (kernelarena.Client's tls; default
+    $KA_TLS_CA, ...)."""
     url: str = ""
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_server_name: str = ""
     prompts: str = ""
     task_id: str = ""
     seed: int = 0
@@ -111,15 +118,15 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
         info = task.data.info
         ep = TextEpisode(info["task_id"], url=info.get("url") or None,
                          max_steps=int(info["max_steps"]), timeout_s=float(info["timeout_s"]),
-                         reward_cap=info.get("reward_cap"))
+                         reward_cap=info.get("reward_cap"), tls=info.get("tls"))
         try:
             prompt = await asyncio.to_thread(ep.reset, info.get("seed"))
-            reward, status, raw = NO_FILES_REWARD, "", 0.0
+            reward, status, raw, feedback = NO_FILES_REWARD, "", 0.0, ""
             async with agents.agent.interaction(task) as interaction:
                 segment = await interaction.turn(prompt)
                 while not segment.terminated:
                     r = await asyncio.to_thread(ep.step, segment.last_reply or "")
-                    status = r.status
+                    status, feedback = r.status, r.feedback
                     if r.evaluated:
                         reward, raw = r.reward, r.raw_reward
                     if r.done:
@@ -127,8 +134,9 @@ class KernelArenaEnv(vf.Env[KernelArenaEnvConfig]):
                     segment = await interaction.turn(r.feedback)
                 trace = interaction.trace
                 trace.record_reward("kernelarena", reward, 1.0)
-                trace.info.update({"status": status, "raw_reward": raw,
-                                   "episode_id": ep.episode_id or "", "turns": ep.turns})
+                trace.info.update({"status": status, "raw_reward": raw, "feedback": feedback,
+                                   "episode_id": ep.episode_id or "", "turns": ep.turns,
+                                   "replays": ep.replays})
         finally:
             await asyncio.to_thread(ep.close)
 
@@ -154,4 +162,5 @@ class KernelArenaTaskset(vf.Taskset[KernelArenaTask, KernelArenaTasksetConfig]):
                 name=f"{row['task_id']}#{seed}", system_prompt=SYSTEM_PROMPT,
                 info={"task_id": row["task_id"], "seed": seed, "url": c.url,
                       "max_steps": c.max_steps, "timeout_s": c.timeout_s,
-                      "reward_cap": c.reward_cap}), c.task)
+                      "reward_cap": c.reward_cap,
+                      "tls": tls_options(lambda k: getattr(c, k))}), c.task)
