@@ -1,0 +1,72 @@
+#!/bin/sh
+# The PyTorch task families (torch2cuda, torch2triton; docs/tasks.md "PyTorch tasks") on
+# the H200, prebuilt binaries only (build/bin; nothing is built here). The machine's
+# Python 3.12 has torch 2.11 and triton 3.6.
+#   1. envctl validate --backends cuda over tasks/torch2cuda/* and tasks/torch2triton/*
+#      (tests/device/validate_suite.sh, one task per run): every check of docs/validate.md,
+#      and the baseline kernel's time per case (validate/<task>.json);
+#   2. tests/device/torch_check.py with that Python: per task, the trusted process's
+#      float64 reference of model.py against reference.c on the same inputs, PyTorch
+#      eager's own output within the task's tolerance, and eager's and torch.compile's
+#      times per shown case through the trusted process (flushed, CUDA events), beside
+#      the baseline kernel's time from step 1.
+# TORCH_STEPS (default 12) picks the steps; TORCH_TASKS="id ..." a subset. Prints a short
+# table last (task, status, case, eager ms, compile ms, baseline-kernel ms, eager/baseline).
+# Logs in $OUT (torch-validate.txt, torch-check.txt, validate/...).
+#   device run: OUT=$OUT sh tests/device/torch_h200.sh          (carry: build/bin)
+#   PYBIN=/path/to/python3 picks the Python (default: the first of python3.12, python3 that
+#   imports torch). Without one it says so and exits 1: never a silent skip.
+set -u
+OUT=${OUT:-/tmp/ka-out}
+BIN=${BIN:-build/bin}
+mkdir -p "$OUT"
+STEPS=${TORCH_STEPS:-12}
+want() { case $STEPS in *$1*) return 0 ;; esac; return 1; }
+export TMPDIR="${TMPDIR:-/tmp}"
+py=""
+for p in ${PYBIN:-} python3.12 python3; do
+  if command -v "$p" >/dev/null 2>&1 && "$p" -c "import torch, yaml" >/dev/null 2>&1; then
+    py=$(command -v "$p")
+    break
+  fi
+done
+if [ -z "$py" ]; then
+  echo "torch_h200: ABSENT: no Python here imports torch and yaml (tried ${PYBIN:-} python3.12 python3)"
+  exit 1
+fi
+"$py" -c "import triton" >/dev/null 2>&1 && export KA_TRITON_PYTHON="$py"
+TASKS=${TORCH_TASKS:-$(for y in tasks/torch2cuda/*/task.yaml tasks/torch2triton/*/task.yaml; do
+  d=${y%/task.yaml}
+  echo "${d#tasks/}"
+done)}
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
+  echo "python: $py, $("$py" -c "import torch; print('torch', torch.__version__)" 2>&1)"
+} | tee "$OUT/torch-header.txt"
+v_rc=- k_rc=-
+if want 1; then
+  echo "== 1. envctl validate --backends cuda over the torch tasks"
+  OUT=$OUT BIN=$BIN TASKS="$TASKS" BUDGET_S=${BUDGET_S:-480} sh tests/device/validate_suite.sh \
+    >"$OUT/torch-validate.txt" 2>&1
+  v_rc=$?
+  sed -n '/^== summary/,$p' "$OUT/torch-validate.txt"
+fi
+if want 2; then
+  echo "== 2. torch_check.py: reference vs reference.c, eager within tolerance, eager/compile times"
+  # shellcheck disable=SC2086 # the ids, one word each
+  only=$(printf '%s\n' $TASKS | paste -sd, -)
+  timeout 540 "$py" tests/device/torch_check.py --driver "$BIN/ka_torch.py" --tasks tasks \
+    --validate-dir "$OUT/validate" --only "$only" >"$OUT/torch-check.txt" 2>&1
+  k_rc=$?
+  grep -E "^(FAIL|note)" "$OUT/torch-check.txt" | cut -c1-200
+  sed -n '/^TASK /,$p' "$OUT/torch-check.txt"
+fi
+echo "torch_h200: validate exit $v_rc, torch_check exit $k_rc"
+# validate_suite.sh ends with its table (its status is tee's): the verdicts are in the rows
+if [ -f "$OUT/validate-rows.txt" ] && want 1 && grep -qE ' (FAIL|NO-REPORT|\?) ' "$OUT/validate-rows.txt"; then
+  exit 1
+fi
+[ "$k_rc" = 0 ] || [ "$k_rc" = - ] || exit 1
+exit 0
