@@ -10,7 +10,9 @@
 #   4. the task's version covers model.py (a changed module is a changed task; the check
 #      can fail: a copy with a changed model.py must get another version, the same copy
 #      unchanged the same one);
-#   5. an episode without a GPU is refused at reset naming the cuda device it needs.
+#   5. an episode without a GPU is refused at reset naming the cuda device it needs;
+#   6. envctl validate's torch checks (torch_model, torch_reference) PASS, FAIL and WARN
+#      where they should, through the stand-in driver and a torch that cannot be imported.
 # The torch-dependent checks run on the H200: tests/device/torch_h200.sh.
 # usage: torch_tasks.sh BIN_DIR SOURCE_DIR
 set -u
@@ -96,6 +98,27 @@ v2=$(ver)
 echo "versions: $v0 $v1 $v2"
 check "the version of an unchanged copy is the same ($v0)" sh -c "[ -n '$v0' ] && [ '$v0' = '$v1' ]"
 check "a changed model.py changes the task's version ($v2)" sh -c "[ -n '$v2' ] && [ '$v0' != '$v2' ]"
+
+# 6. envctl validate's torch checks (tests/fixtures/torch/tasks/torch2cuda/scale2, y = 2x):
+#    with the stand-in driver's right reference PASS, with its reference off by 1e-6 of
+#    max|ref| FAIL (the check can fail), with torch absent a WARN that says so
+F=$SRC/tests/fixtures/torch
+vd() { "$BIN/envctl" validate --tasks "$F/tasks" torch2cuda/scale2 --seeds 2 --reps 3 --warmup 0 \
+  --quiet >"$WORK/vd.$1" 2>&1; }
+KA_TORCH_DRIVER=$F/fake_driver.py KA_FAKE_TORCH=ok vd ok
+grep torch_ "$WORK/vd.ok"
+check "validate: the module's reference equal to reference.c's: torch_reference PASS" \
+  grep -q "PASS torch_reference .*equals reference.c" "$WORK/vd.ok"
+check "validate: model.py shown in the prompt: torch_model PASS" grep -q "PASS torch_model" "$WORK/vd.ok"
+KA_TORCH_DRIVER=$F/fake_driver.py KA_FAKE_TORCH=wrong vd wrong
+rc=$?
+grep torch_ "$WORK/vd.wrong"
+check "validate: a reference off by 1e-6 of max|ref|: torch_reference FAIL, exit != 0" \
+  sh -c "[ $rc -ne 0 ] && grep -q 'FAIL torch_reference .*differs from reference.c by 1e-06' '$WORK/vd.wrong'"
+PYTHONPATH=$F/absent vd absent
+grep torch_ "$WORK/vd.absent"
+check "validate without torch: torch_reference WARNs that torch is absent (never silent)" \
+  grep -q "WARN torch_reference .*torch is absent from .*not compared" "$WORK/vd.absent"
 
 # 5. no GPU here: refused at reset, naming the device
 cd "$WORK" || exit 1
