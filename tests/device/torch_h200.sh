@@ -9,8 +9,12 @@
 #      float64 reference of model.py against reference.c on the same inputs, PyTorch
 #      eager's own output within the task's tolerance, and eager's and torch.compile's
 #      times per shown case through the trusted process (flushed, CUDA events), beside
-#      the baseline kernel's time from step 1.
-# TORCH_STEPS (default 12) picks the steps; TORCH_TASKS="id ..." a subset. Prints a short
+#      the baseline kernel's time from step 1;
+#   3. the torch2cuda runs of tests/adversarial/manifest.yaml (harness torch_h200: an
+#      unwritten output, a lazy kernel, grid abuse both ways, another buffer's memory, an
+#      input written, a precision cut) in one torch2cuda/softmax episode:
+#      tests/device/integrity_h200.sh with HARNESS=torch_h200 (table in torch-integrity.txt).
+# TORCH_STEPS (default 123) picks the steps; TORCH_TASKS="id ..." a subset. Prints a short
 # table last (task, status, case, eager ms, compile ms, baseline-kernel ms, eager/baseline).
 # Logs in $OUT (torch-validate.txt, torch-check.txt, validate/...).
 #   device run: OUT=$OUT sh tests/device/torch_h200.sh          (carry: build/bin)
@@ -20,7 +24,7 @@ set -u
 OUT=${OUT:-/tmp/ka-out}
 BIN=${BIN:-build/bin}
 mkdir -p "$OUT"
-STEPS=${TORCH_STEPS:-12}
+STEPS=${TORCH_STEPS:-123}
 want() { case $STEPS in *$1*) return 0 ;; esac; return 1; }
 export TMPDIR="${TMPDIR:-/tmp}"
 py=""
@@ -45,7 +49,7 @@ done)}
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1
   echo "python: $py, $("$py" -c "import torch; print('torch', torch.__version__)" 2>&1)"
 } | tee "$OUT/torch-header.txt"
-v_rc=- k_rc=-
+v_rc=- k_rc=- a_rc=-
 if want 1; then
   echo "== 1. envctl validate --backends cuda over the torch tasks"
   OUT=$OUT BIN=$BIN TASKS="$TASKS" BUDGET_S=${BUDGET_S:-480} sh tests/device/validate_suite.sh \
@@ -63,10 +67,18 @@ if want 2; then
   grep -E "^(FAIL|note)" "$OUT/torch-check.txt" | cut -c1-200
   sed -n '/^TASK /,$p' "$OUT/torch-check.txt"
 fi
-echo "torch_h200: validate exit $v_rc, torch_check exit $k_rc"
+if want 3; then
+  echo "== 3. adversarial torch2cuda runs (manifest harness torch_h200)"
+  HARNESS=torch_h200 OUT=$OUT/adv timeout 400 sh tests/device/integrity_h200.sh \
+    >"$OUT/torch-integrity.txt" 2>&1
+  a_rc=$?
+  sed -n '/^step /,$p' "$OUT/torch-integrity.txt"
+fi
+echo "torch_h200: validate exit $v_rc, torch_check exit $k_rc, adversarial exit $a_rc"
 # validate_suite.sh ends with its table (its status is tee's): the verdicts are in the rows
 if [ -f "$OUT/validate-rows.txt" ] && want 1 && grep -qE ' (FAIL|NO-REPORT|\?) ' "$OUT/validate-rows.txt"; then
   exit 1
 fi
 [ "$k_rc" = 0 ] || [ "$k_rc" = - ] || exit 1
+[ "$a_rc" = 0 ] || [ "$a_rc" = - ] || exit 1
 exit 0
