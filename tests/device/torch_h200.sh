@@ -13,8 +13,10 @@
 #   3. the torch2cuda runs of tests/adversarial/manifest.yaml (harness torch_h200: an
 #      unwritten output, a lazy kernel, grid abuse both ways, another buffer's memory, an
 #      input written, a precision cut) in one torch2cuda/softmax episode:
-#      tests/device/integrity_h200.sh with HARNESS=torch_h200 (table in torch-integrity.txt).
-# TORCH_STEPS (default 123) picks the steps; TORCH_TASKS="id ..." a subset. Prints a short
+#      tests/device/integrity_h200.sh with HARNESS=torch_h200 (table in torch-integrity.txt);
+#   4. one episode step per faster candidate of tests/candidates/torch/FAMILY/NAME/
+#      (envctl episode --agent files:DIR, seed 1): its status and speedup over the baseline.
+# TORCH_STEPS (default 1234) picks the steps; TORCH_TASKS="id ..." a subset. Prints a short
 # table last (task, status, case, eager ms, compile ms, baseline-kernel ms, eager/baseline).
 # Logs in $OUT (torch-validate.txt, torch-check.txt, validate/...).
 #   device run: OUT=$OUT sh tests/device/torch_h200.sh          (carry: build/bin)
@@ -24,7 +26,7 @@ set -u
 OUT=${OUT:-/tmp/ka-out}
 BIN=${BIN:-build/bin}
 mkdir -p "$OUT"
-STEPS=${TORCH_STEPS:-123}
+STEPS=${TORCH_STEPS:-1234}
 want() { case $STEPS in *$1*) return 0 ;; esac; return 1; }
 export TMPDIR="${TMPDIR:-/tmp}"
 py=""
@@ -73,6 +75,23 @@ if want 3; then
     >"$OUT/torch-integrity.txt" 2>&1
   a_rc=$?
   sed -n '/^step /,$p' "$OUT/torch-integrity.txt"
+fi
+if want 4; then
+  echo "== 4. faster candidates, tests/candidates/torch/*/*"
+  : >"$OUT/torch-candidates.txt"
+  for dir in tests/candidates/torch/*/*/; do
+    [ -f "$dir/launch.yaml" ] || continue
+    id=${dir#tests/candidates/torch/}
+    id=${id%/}
+    timeout 300 "$BIN/envctl" episode --tasks tasks --task "$id" --seed 1 --max-steps 1 \
+      --agent "files:$dir" >"$OUT/cand.txt" 2>&1
+    rc=$?
+    cat "$OUT/cand.txt" >>"$OUT/torch-candidates.txt"
+    st=$(grep -oE "status [A-Z_]+" "$OUT/cand.txt" | head -1)
+    sp=$(grep -oE "geometric-mean speedup [0-9.]+x" "$OUT/cand.txt" | head -1)
+    printf '%-34s exit %d, %s, %s\n' "$id" "$rc" "${st:-no status}" "${sp:-no speedup}"
+  done
+  rm -f "$OUT/cand.txt"
 fi
 echo "torch_h200: validate exit $v_rc, torch_check exit $k_rc, adversarial exit $a_rc"
 # validate_suite.sh ends with its table (its status is tee's): the verdicts are in the rows
