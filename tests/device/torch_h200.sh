@@ -77,11 +77,12 @@ if want 3; then
   sed -n '/^step /,$p' "$OUT/torch-integrity.txt"
 fi
 if want 4; then
-  echo "== 4. faster candidates, tests/candidates/torch/*/*"
+  echo "== 4. faster candidates, tests/candidates/torch/*/* and tests/candidates/triton/torch2triton/*"
   : >"$OUT/torch-candidates.txt"
-  for dir in tests/candidates/torch/*/*/; do
+  for dir in tests/candidates/torch/*/*/ tests/candidates/triton/torch2triton/*/; do
     [ -f "$dir/launch.yaml" ] || continue
     id=${dir#tests/candidates/torch/}
+    id=${id#tests/candidates/triton/}
     id=${id%/}
     timeout 300 "$BIN/envctl" episode --tasks tasks --task "$id" --seed 1 --max-steps 1 \
       --agent "files:$dir" >"$OUT/cand.txt" 2>&1
