@@ -9,7 +9,8 @@ it; docs/tasks.md, "PyTorch tasks"). For every torch2cuda / torch2triton task:
      on the device, judged against the float64 reference by the task's own rule
      (|out - ref| <= atol * max|ref| + rtol * |ref|): the tolerance admits PyTorch's own
      result (a tolerance that failed it would be wrong);
-  3. times, per shown case, through the trusted process: eager and torch.compile, each
+  3. times, per shown case, through the trusted process: eager and torch.compile (on the
+     first shown case unless --compile all: each new shape is a compile of its own), each
      call flushed and timed by CUDA events (the process's `time`), medians of --calls;
      beside them the baseline kernel's time from `envctl validate --json` reports
      (--validate-dir), and the baseline's speedup over eager (eager / baseline).
@@ -18,6 +19,7 @@ baseline-kernel ms, speedup. Exit status 1 when any task FAILs.
 
 usage: torch_check.py --driver build/bin/ka_torch.py --tasks tasks
                       [--validate-dir OUT/validate] [--calls 20] [--only ID,...]
+                      [--compile first|all]
 """
 import argparse
 import ctypes
@@ -184,12 +186,14 @@ def check_task(d, t, drv, args, rows):
         ci, co = specs(t, p)
         drv.call(op="load", model=os.path.join(d, "model.py"), inputs=ci, outputs=co)
         e = drv.call(op="time", mode="eager", calls=args.calls, warmup=3, seed=1)
-        try:
-            k = drv.call(op="time", mode="compile", calls=args.calls, warmup=2, seed=1)
-            cms = f"{statistics.median(k['ms']):.4f}"
-        except RuntimeError as ex:
-            print(f"note {tid}: torch.compile: {ex}"[:300])
-            cms = "-"
+        cms = "-"
+        if args.compile == "all" or c is t["cases"][0]:
+            try:
+                k = drv.call(op="time", mode="compile", calls=args.calls, warmup=2, seed=1)
+                cms = f"{statistics.median(k['ms']):.4f}"
+                print(f"note {tid}: torch.compile of case {c['name']}: {k['compile_s']:.1f} s")
+            except RuntimeError as ex:
+                print(f"note {tid}: torch.compile: {ex}"[:300])
         ems = statistics.median(e["ms"])
         b = base.get(c["name"])
         sp = f"{ems / b:.2f}x" if b else "-"
@@ -205,6 +209,8 @@ def main():
     ap.add_argument("--validate-dir")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--only", default="")
+    ap.add_argument("--compile", choices=["first", "all"], default="first",
+                    help="torch.compile's time on the first shown case (default) or on all")
     args = ap.parse_args()
     drv = Driver(sys.executable, args.driver)
     hello = drv.call(op="hello", device="cuda")
