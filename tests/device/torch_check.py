@@ -199,6 +199,7 @@ def check_task(d, t, drv, args, rows):
         sp = f"{ems / b:.2f}x" if b else "-"
         rows.append((tid, status + ("(" + ",".join(notes) + ")" if notes else ""), c["name"],
                      f"{ems:.4f}", cms, f"{b:.4f}" if b else "-", sp))
+        print("row " + "  ".join(rows[-1]), flush=True)  # a run cut short keeps its rows
     return status == "PASS"
 
 

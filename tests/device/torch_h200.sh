@@ -67,6 +67,7 @@ if want 2; then
     --validate-dir "$OUT/validate" --only "$only" >"$OUT/torch-check.txt" 2>&1
   k_rc=$?
   grep -E "^(FAIL|note)" "$OUT/torch-check.txt" | cut -c1-200
+  grep -q "^TASK " "$OUT/torch-check.txt" || grep "^row " "$OUT/torch-check.txt"
   sed -n '/^TASK /,$p' "$OUT/torch-check.txt"
 fi
 if want 3; then
