@@ -41,6 +41,8 @@ if [ -z "$py" ]; then
   exit 1
 fi
 "$py" -c "import triton" >/dev/null 2>&1 && export KA_TRITON_PYTHON="$py"
+# validate's torch_reference check runs the trusted process with it
+export KA_TORCH_PYTHON="$py"
 TASKS=${TORCH_TASKS:-$(for y in tasks/torch2cuda/*/task.yaml tasks/torch2triton/*/task.yaml; do
   d=${y%/task.yaml}
   echo "${d#tasks/}"
