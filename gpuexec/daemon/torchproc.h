@@ -13,6 +13,8 @@
  * failed on the device), KA_ETIMEDOUT (no reply within the limit: the process is
  * killed), KA_EIO (the process exited; err holds the end of its stderr), KA_EPARSE (a
  * reply that is not the protocol's), KA_ESYS, KA_ENOMEM.
+ * The caller ignores SIGPIPE (gpuexec, ka-validate and envctl do), so that a request to a
+ * process that has ended is KA_EIO, not the caller's death.
  * Thread safety: one ka_torch is used by one thread at a time; distinct ones are
  * independent. */
 #ifndef KA_TORCHPROC_H
