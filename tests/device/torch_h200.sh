@@ -97,6 +97,11 @@ if want 4; then
   done
   rm -f "$OUT/cand.txt"
 fi
+if want 2; then # the table last
+  echo "== summary: task, status, case, eager ms, compile ms, baseline-kernel ms, eager/baseline"
+  if grep -q "^TASK " "$OUT/torch-check.txt"; then sed -n '/^TASK /,$p' "$OUT/torch-check.txt"
+  else grep "^row " "$OUT/torch-check.txt"; fi
+fi
 echo "torch_h200: validate exit $v_rc, torch_check exit $k_rc, adversarial exit $a_rc"
 # validate_suite.sh ends with its table (its status is tee's): the verdicts are in the rows
 if [ -f "$OUT/validate-rows.txt" ] && want 1 && grep -qE ' (FAIL|NO-REPORT|\?) ' "$OUT/validate-rows.txt"; then
