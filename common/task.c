@@ -629,8 +629,8 @@ static int task_parse(ty_doc *d, ka_task *t) {
 static int task_version(ka_task *t, const char *yaml, size_t ylen) {
   ka_sb sb = {0};
   ka_sb_append(&sb, yaml, ylen);
-  const char *extra[2 * KA_MAX_EDITABLE + 1];
-  char paths[2 * KA_MAX_EDITABLE + 1][PATH_MAX];
+  const char *extra[2 * KA_MAX_EDITABLE + 2];
+  char paths[2 * KA_MAX_EDITABLE + 2][PATH_MAX];
   int ne = 0;
   for (int i = 0; i < t->neditable; i++) {
     snprintf(paths[ne], PATH_MAX, "%s/baseline/%s", t->dir, t->editable[i]);
@@ -643,6 +643,10 @@ static int task_version(ka_task *t, const char *yaml, size_t ylen) {
     ne++;
   }
   snprintf(paths[ne], PATH_MAX, "%s/reference.c", t->dir);
+  extra[ne] = paths[ne];
+  ne++;
+  /* a PyTorch task's module (torch2cuda, torch2triton): what its torch reference runs */
+  snprintf(paths[ne], PATH_MAX, "%s/model.py", t->dir);
   extra[ne] = paths[ne];
   ne++;
   for (int i = 0; i < ne; i++) {

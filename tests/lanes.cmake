@@ -24,7 +24,8 @@
 set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
-    python_text triton_reset triton_tasks instruction_tasks command_task tls_url triton_driver)
+    python_text triton_reset triton_tasks instruction_tasks torch_tasks torchproc command_task tls_url
+    triton_driver)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # timing tests with a lighter count than the full 20 + 3: agents_experiment's verdict
 # rests on a 2x difference between its two agents' kernels; 10 timed calls keep its noise

@@ -36,6 +36,7 @@
 #include "gpuexec.h"
 #include "ka_common.h"
 #include "ka_opt.h"
+#include "torchproc.h"
 #include "triton.h"
 
 #define VD_MAX_SEEDS 16
@@ -958,6 +959,114 @@ static void ep_join_backends(ka_sb *sb, const ka_task *t) {
     ka_sb_printf(sb, "%s%s", i == 0 ? "" : i == t->nbackends - 1 ? " or " : ", ", t->backends[i]);
 }
 
+/* ---- PyTorch tasks (torch2cuda, torch2triton) ----------------------------------- */
+
+/* The shown or held-out case with the fewest elements in all (the cheapest to compare). */
+static int vd_smallest_case(const ka_task *t) {
+  int best = 0;
+  double best_n = -1;
+  char err[256];
+  for (int ci = 0; ci < t->ncases + t->nheld; ci++) {
+    double n = 0;
+    for (int k = 0; k < t->ntensors; k++) {
+      int64_t e = 0;
+      if (ka_task_tensor_elems(t, k, &t->cases[ci], &e, err, sizeof err) == KA_OK) n += (double)e;
+    }
+    if (best_n < 0 || n < best_n) best = ci, best_n = n;
+  }
+  return best;
+}
+
+/* The module's float64 outputs from the trusted torch process (daemon/torchproc.h) for
+ * case ci against reference.c's on the same inputs: *worst gets the largest difference
+ * over max|ref| of any output. KA_EUNAVAIL (with err) where torch is absent. */
+static int vd_torch_compare(const vd_opts *o, const ka_task *t, ka_reference_fn fn, int ci,
+                            double *worst, const char **device, char *err, size_t errlen) {
+  char driver[PATH_MAX + 16];
+  snprintf(driver, sizeof driver, "%s/ka_torch.py", o->exedir ? o->exedir : ".");
+  const char *over = getenv("KA_TORCH_DRIVER"); /* tests: a stand-in driver */
+  if (over && *over) snprintf(driver, sizeof driver, "%s", over);
+  const char *py = getenv("KA_TORCH_PYTHON");
+  if (!py || !*py) py = "python3";
+  ka_torch *tp = NULL;
+  *device = "cuda";
+  int rc = ka_torch_start(py, driver, "cuda", -1, -1, 300, &tp, NULL, err, errlen);
+  if (rc == KA_EUNAVAIL && strstr(err, "sees no CUDA device")) /* float64 on the CPU then */
+    *device = "cpu", rc = ka_torch_start(py, driver, "cpu", -1, -1, 300, &tp, NULL, err, errlen);
+  if (rc) return rc;
+  const ka_case *c = &t->cases[ci];
+  vd_bufs b, m;
+  rc = vd_bufs_alloc(t, c, &b, err, errlen);
+  if (rc == KA_OK) rc = vd_bufs_alloc(t, c, &m, err, errlen);
+  if (rc == KA_OK) rc = ka_torch_load(tp, t, c, err, errlen);
+  int bits = 64;
+  if (rc == KA_OK) {
+    vd_fill(t, ci, &b, o->seeds[0]);
+    vd_ref(t, fn, c, &b);
+    void *ptrs[KA_MAX_TENSORS];
+    for (int k = 0; k < t->ntensors; k++)
+      ptrs[k] = t->tensors[k].role == KA_ROLE_INPUT ? b.in[k] : (void *)m.ref[k];
+    rc = ka_torch_reference(tp, ptrs, &bits, err, errlen);
+  }
+  *worst = bits == 64 ? 0 : INFINITY;
+  for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
+    if (t->tensors[k].role == KA_ROLE_INPUT) continue;
+    double scale = 0, diff = 0;
+    for (int64_t i = 0; i < b.elems[k]; i++) {
+      double d = fabs(m.ref[k][i] - b.ref[k][i]);
+      if (fabs(b.ref[k][i]) > scale) scale = fabs(b.ref[k][i]);
+      if (!(d <= diff)) diff = d; /* NaN: worst */
+    }
+    double w = scale > 0 ? diff / scale : diff;
+    if (!(w <= *worst)) *worst = w;
+  }
+  vd_bufs_free(&b);
+  vd_bufs_free(&m);
+  ka_torch_stop(tp);
+  return rc;
+}
+
+/* torch_model: model.py is there and the prompt shows it; torch_reference: the module's
+ * float64 output agrees with reference.c (1e-9 of max|ref|) on the smallest case, or a
+ * WARN that says torch is absent here (never a silent skip). */
+static void vd_torch_checks(const vd_opts *o, const ka_task *t, ka_reference_fn fn, vd_task *r) {
+  char path[PATH_MAX + 16], err[2048] = "";
+  snprintf(path, sizeof path, "%s/model.py", t->dir);
+  char *model = NULL;
+  size_t len = 0;
+  int rc = ka_read_file(path, 1 << 20, &model, &len);
+  if (rc || !strstr(model, "class Model("))
+    vd_add(r, "torch_model", NULL, VD_FAIL, "model.py %s",
+           rc ? "is missing" : "has no class Model");
+  else if (!t->prompt || !strstr(t->prompt, model))
+    vd_add(r, "torch_model", NULL, VD_FAIL, "prompt.md does not show model.py verbatim");
+  else
+    vd_add(r, "torch_model", NULL, VD_PASS, "model.py (%zu bytes, class Model) shown in the prompt",
+           len);
+  free(model);
+  int ci = vd_smallest_case(t);
+  double worst = 0;
+  const char *device = "cuda";
+  rc = vd_torch_compare(o, t, fn, ci, &worst, &device, err, sizeof err);
+  if (rc == KA_EUNAVAIL)
+    vd_add(r, "torch_reference", NULL, VD_WARN,
+           "%s: the module's float64 output was not compared with reference.c here "
+           "(KA_TORCH_PYTHON picks the Python; tests/device/torch_h200.sh runs it on the H200)",
+           err);
+  else if (rc)
+    vd_add(r, "torch_reference", NULL, VD_FAIL, "case %s: %s", t->cases[ci].name, err);
+  else if (!(worst <= 1e-9))
+    vd_add(
+        r, "torch_reference", NULL, VD_FAIL,
+        "case %s: the module's output (torch, %s) differs from reference.c by %.3g of max|ref|%s",
+        t->cases[ci].name, device, worst, isinf(worst) ? " (computed in float32)" : "");
+  else
+    vd_add(r, "torch_reference", NULL, VD_PASS,
+           "case %s: the module's float64 output (torch, %s) equals reference.c's to %.2g of "
+           "max|ref|",
+           t->cases[ci].name, device, worst);
+}
+
 static void vd_validate(const vd_opts *o, const char *dir, const char *expect_id, vd_task *r) {
   double t0 = ka_now_s();
   ka_task *t = NULL;
@@ -985,6 +1094,7 @@ static void vd_validate(const vd_opts *o, const char *dir, const char *expect_id
     vd_add(r, "reference_builds", NULL, VD_PASS, "reference.c compiles and exports %s",
            t->reference_symbol);
     vd_data_checks(o, t, fn, r);
+    if (!strncmp(t->type, "torch2", 6)) vd_torch_checks(o, t, fn, r);
     int nrun = 0;
     ka_sb skipped = {0};
     for (int b = 0; b < t->nbackends; b++) {

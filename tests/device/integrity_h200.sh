@@ -28,7 +28,8 @@ TASK=$(head -1 "$W/runs.tsv" | cut -f4)
 mkdir -p "$W/tasks/${TASK%%/*}" "$W/floor/${TASK%%/*}"
 cp -r "tasks/$TASK" "$W/tasks/${TASK%%/*}/"
 cp -r "tasks/$TASK" "$W/floor/${TASK%%/*}/"
-sed -i 's/^bytes: .*/bytes: "8 * n * 1000000"/' "$W/floor/$TASK/task.yaml"
+# any task: its own bytes expression, a million times over
+sed -i 's/^bytes: "\(.*\)"$/bytes: "(\1) * 1000000"/' "$W/floor/$TASK/task.yaml"
 SOURCE=$(sed -n 's/^source: *//p' "tasks/$TASK/task.yaml")
 PLAN=$(sed -n 's/^launch_plan: *//p' "tasks/$TASK/task.yaml")
 # step k (KA_STEP) submits the k-th "file:plan" of LIST as the task's source and plan

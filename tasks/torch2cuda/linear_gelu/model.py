@@ -1,0 +1,11 @@
+"""torch2cuda/linear_gelu: the problem, as a PyTorch module. forward takes the task's input
+tensors in task.yaml's order and returns its outputs in that order (docs/tasks.md,
+"PyTorch tasks")."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        return F.gelu(F.linear(x, weight, bias))  # x @ weight.T + bias, then exact GELU

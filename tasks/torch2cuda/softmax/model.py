@@ -1,0 +1,10 @@
+"""torch2cuda/softmax: the problem, as a PyTorch module. forward takes the task's input
+tensors in task.yaml's order and returns its outputs in that order (docs/tasks.md,
+"PyTorch tasks")."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=1)

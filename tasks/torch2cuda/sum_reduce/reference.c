@@ -1,0 +1,18 @@
+/* Trusted reference for torch2cuda/sum_reduce, in double precision.
+ * ABI (docs/tasks.md): tensors[i] is tensor i of task.yaml; inputs hold their dtype,
+ * outputs are double arrays of the same element count; params[j] is param j.
+ * x: float [rows, cols], y: double [rows]. */
+#include <stdint.h>
+
+void sum_reduce_ref(void *const *tensors, const int64_t *params) {
+  const float *x = tensors[0];
+  double *y = tensors[1];
+  int64_t rows = params[0], cols = params[1];
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = x + r * cols;
+    double s = 0;
+    for (int64_t c = 0; c < cols; c++) s += xr[c];
+    y[r] = s;
+  }
+}

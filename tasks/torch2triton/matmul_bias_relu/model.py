@@ -1,0 +1,11 @@
+"""torch2triton/matmul_bias_relu: the problem, as a PyTorch module. forward takes the task's input
+tensors in task.yaml's order and returns its outputs in that order (docs/tasks.md,
+"PyTorch tasks")."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.matmul(x, w) + b)  # bfloat16 in and out
