@@ -52,7 +52,8 @@ set(KA_TEST_COSTS
     install 12 python_faults_reproducible 20 triton_faults 10 triton_baselines 27
     triton_candidates 6 reference_split 20
     command_tasks 24 python_faults_openenv 35 python_faults_trl 32 python_faults_skyrl_restart 8
-    python_wheel 41 tls 15 netns 55 dispatch 14 deploy_lint 8)
+    python_wheel 41 tls 15 netns 55 dispatch 14 deploy_lint 8 torch_cuda_emu 30
+    python_faults_tls 12 prefetch_e2e 9 python_faults_connect 6)
 
 # The format check: every C source and header in the tree against the root .clang-format.
 find_program(KA_CLANG_FORMAT NAMES clang-format clang-format-14)
