@@ -22,7 +22,10 @@
 #      of hip2hip/gelu in groups of SEED_GROUP (default 16) sharing a seed, at
 #      --jobs-per-device 4 (the default) and 8, side by side;
 #  11. (PARTS=... command) tests/device/command_h200.sh over SEED_TASKS (default
-#      seed/triton2triton/vllm: carry the seed folder), BUDGET_S 300.
+#      seed/triton2triton/vllm: carry the seed folder), BUDGET_S 300;
+#  12. (PARTS=... torch) tests/device/torch_h200.sh (TORCH_STEPS, default all four);
+#  13. (PARTS=... prefetch) bench/prefetch_first_step.sh on hip2hip/gelu, softmax and
+#      rmsnorm, with and without the reference prefetch, side by side.
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -85,6 +88,15 @@ for p in $PARTS; do
       SEED_TASKS=${SEED_TASKS:-seed/triton2triton/vllm} BUDGET_S=${BUDGET_S:-300} OUT=$W/$p \
         sh tests/device/command_h200.sh >"$OUT/command.txt" 2>&1
       echo "rc $?"; tail -26 "$OUT/command.txt" ;;
+    torch)
+      echo "== torch_h200"
+      OUT=$W/$p sh tests/device/torch_h200.sh >"$OUT/torch.txt" 2>&1
+      echo "rc $?"; tail -24 "$OUT/torch.txt" ;;
+    prefetch)
+      echo "== prefetch_first_step (cuda)"
+      OUT=$W/$p BACKENDS=cuda TASKS="hip2hip/gelu hip2hip/softmax hip2hip/rmsnorm" REPEATS=5 \
+        sh bench/prefetch_first_step.sh >"$OUT/prefetch.txt" 2>&1
+      echo "rc $?"; tail -12 "$OUT/prefetch.txt" ;;
     bench)
       echo "== step_latency"
       OUT=$W/$p BUILDS=${BUILDS:-"new=build/bin old=build-old/bin"} sh bench/step_latency.sh \
