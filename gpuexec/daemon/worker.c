@@ -1694,6 +1694,10 @@ static void wk_early_take(wk_early *e, const unsigned char *buf, ssize_t n) {
  * which what is left on the pipe is taken too. */
 static void *wk_early_main(void *arg) {
   wk_early *e = arg;
+  /* at the lowest priority, as the references: the runner's host thread, whose wall
+   * clock is checked against the device timer, gets its CPU first (the comparison's own
+   * threads inherit this) */
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
   unsigned char buf[WK_MAX_CASES];
   for (;;) {
     struct pollfd p[2] = {{e->trial_r, POLLIN, 0}, {e->stop[0], POLLIN, 0}};
@@ -1859,7 +1863,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   free(jbuf);
   res->wall_s = ka_now_s() - t0;
   /* what is left (its buffers, its folder; the next runner to warm) is for after the
-   * result has been sent: ka_evaluate_finish */
+   * result has been sent: ka_evaluate_finish. The job is the caller's and freed by then. */
+  ev->job = NULL;
   *left_over = ev;
 }
 

@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -239,14 +241,19 @@ static int rn_take_image_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, 
   return KA_OK;
 }
 
-/* The trial pipe from the job (RunnerJob.has_trial_fd) into s->trial_fd (-1: none).
- * KA_EINVAL for an index outside the passed fds. */
+/* The trial pipe from the job (RunnerJob.has_trial_fd) into s->trial_fd (-1: none), and
+ * SIGPIPE ignored. KA_EINVAL for an index outside the passed fds or a descriptor that is
+ * not a pipe. */
 static int rn_take_trial_fd(rn_state *s, const Kernelarena__V1__RunnerJob *job, const int *fds,
                             int nfds) {
   s->trial_fd = -1;
   if (!job->has_trial_fd) return KA_OK;
   if (job->trial_fd < 0 || job->trial_fd >= nfds) return KA_EINVAL;
+  struct stat st;
+  if (fstat(fds[job->trial_fd], &st) != 0 || !S_ISFIFO(st.st_mode)) return KA_EINVAL;
   s->trial_fd = fds[job->trial_fd];
+  /* a worker that closed its end must not end this runner (its verdict stands) */
+  signal(SIGPIPE, SIG_IGN);
   return KA_OK;
 }
 
