@@ -434,9 +434,6 @@ static void gx_reap_stale(const char *tmp) {
   closedir(d);
 }
 
-/* Language triton (gpuexec/backends/triton.h): once, and only when reg holds a triton
- * task, finds and probes the Python with triton for the runners (ka_triton_setup). 1 when
- * triton is usable, else 0 after a line that says why. */
 /* Hides, from every sandbox domain that runs submitted code, the folders that hold what
  * a submission must not read (ka_sandbox_hide): the tasks (hidden baselines, reference.c,
  * held-out cases: readable otherwise where the tasks are installed under /usr, /opt or
@@ -456,6 +453,9 @@ static int gx_hide(const char *tasks_dir, const char *cache, const char *triton_
   return 0;
 }
 
+/* Language triton (gpuexec/backends/triton.h): once, and only when reg holds a triton
+ * task, finds and probes the Python with triton for the runners (ka_triton_setup). 1 when
+ * triton is usable, else 0 after a line that says why. */
 static int gx_triton(const ka_registry *reg, const char *exedir, const char *cache,
                      const char *python, const char *tcache) {
   static int state = -1;

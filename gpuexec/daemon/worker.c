@@ -390,9 +390,6 @@ static rlim_t wk_host_as_bytes(void) {
   return (rlim_t)mb << 20;
 }
 
-/* Starts the supervisor and its runner in workdir. The runner's stdin is a socket: the
- * job and its memfds come over it later (wk_send_job). preopen ("cuda:0", or NULL): the
- * runner opens that device before it reads the job (a warm runner of the pool). */
 /* In a vfork child: every caught signal back to its default action (the child has its
  * own table of actions; a handler of ours would run on the parent's memory), then the
  * parent's signal mask restored. System calls only. */
@@ -408,6 +405,9 @@ static void wk_child_signals(const sigset_t *mask) {
   sigprocmask(SIG_SETMASK, mask, NULL);
 }
 
+/* Starts the supervisor and its runner in workdir. The runner's stdin is a socket: the
+ * job and its memfds come over it later (wk_send_job). preopen ("cuda:0", or NULL): the
+ * runner opens that device before it reads the job (a warm runner of the pool). */
 static int wk_spawn(const ka_exec_config *cfg, const char *backend, const char *workdir,
                     const char *preopen, double cpu_limit_s, wk_child *ch, char *err,
                     size_t errlen) {
@@ -1663,9 +1663,10 @@ static void wk_verdict(wk_eval *ev, int rc, const ka_sb *result, int wstatus, ka
 
 /* ---- judging while the runner times ------------------------------------------------
  * The runner writes a case's index on the trial pipe once that case's trial outputs are
- * in their memfds for good (RunnerJob.trial_fd: it has unmapped them, and submitted code
- * never runs in a runner's process: GPU kernels reach no pageable host memory, and the
- * host backend's module process never gets these memfds). A thread of ours compares them with the
+ * in their memfds for good (RunnerJob.trial_fd: it has unmapped them, so that no kernel
+ * reaches them through the runner's address space even with HMM or ATS, and submitted
+ * code never runs in a runner's process; the host backend's module process never gets
+ * these memfds). A thread of ours compares them with the
  * reference meanwhile, so that gelu's ~55 ms of host comparison leave the step's
  * critical path; a case it did not get to is compared by wk_judge at the end, as before.
  * Which case comes when changes nothing but time: the comparison of a case is the same
@@ -2026,8 +2027,9 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   if (!d) {
     wk_evaluate_once(cfg, dev, job, res, &wk_left_over);
     if (!wk_measurement_fault(res)) return;
-    wk_eval_release(wk_left_over); /* before it runs again */
+    wk_eval_release(wk_left_over); /* before it runs again, on a warm runner */
     wk_left_over = NULL;
+    ka_pool_warm(cfg, dev);
     /* one slot: a measurement fault is measured once more (a load on the machine that
      * passed); a submission that causes it causes it again, and keeps the verdict */
     Kernelarena__V1__Status first = res->status;
@@ -2056,8 +2058,9 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
   pthread_rwlock_unlock(&d->rw);
   Kernelarena__V1__Status first = res->status;
   if (others == 0 || !wk_neighbour_verdict(res)) return;
-  wk_eval_release(wk_left_over); /* before it runs again */
+  wk_eval_release(wk_left_over); /* before it runs again, on a warm runner */
   wk_left_over = NULL;
+  ka_pool_warm(cfg, dev);
   pthread_rwlock_wrlock(&d->rw);
   wk_wait_left(d);
   double wall = res->wall_s;

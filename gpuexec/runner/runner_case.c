@@ -663,11 +663,15 @@ static int rn_after_call(rn_cx *x, int w, int q, const char *kind) {
  * the end. */
 static void rn_trial_done(rn_cx *x) {
   if (x->s->trial_fd < 0) return;
+  int unmapped = 1;
   for (int i = 0; i < x->t->ntensors; i++)
     if (!rn_is_input(x, i) && x->maps[i]) {
-      munmap(x->maps[i], x->bytes[i] ? x->bytes[i] : 1);
-      x->maps[i] = NULL;
+      if (munmap(x->maps[i], x->bytes[i] ? x->bytes[i] : 1) != 0)
+        unmapped = 0;
+      else
+        x->maps[i] = NULL;
     }
+  if (!unmapped) return; /* not announced: the worker compares this case at the end */
   unsigned char b = (unsigned char)x->ci;
   while (write(x->s->trial_fd, &b, 1) < 0 && errno == EINTR) {
   }

@@ -484,7 +484,9 @@ int ka_sandbox_hide(const char *path) {
 }
 
 /* The absolute folders of KA_SANDBOX_HIDE: pointers into *buf (malloc'd, the caller frees
- * it; NULL when there are none), at most SB_MAX_HIDDEN. Returns how many. */
+ * it; NULL when there are none), at most SB_MAX_HIDDEN. Returns how many, or -1 when the
+ * list holds a relative entry or more than SB_MAX_HIDDEN (the sandbox then refuses to
+ * start rather than leave one readable). */
 static int sb_hidden_list(char **buf, char **hid) {
   const char *v = getenv(KA_SANDBOX_HIDE_ENV);
   *buf = v && *v ? strdup(v) : NULL;
@@ -492,8 +494,11 @@ static int sb_hidden_list(char **buf, char **hid) {
   char *save = NULL;
   for (char *tok = *buf ? strtok_r(*buf, ":", &save) : NULL; tok && n < SB_MAX_HIDDEN;
        tok = strtok_r(NULL, ":", &save))
-    if (tok[0] == '/') hid[n++] = tok;
-  return n;
+    if (tok[0] == '/')
+      hid[n++] = tok;
+    else
+      n = SB_MAX_HIDDEN + 1; /* ends the loop: refused below */
+  return n > SB_MAX_HIDDEN || (save && *save) ? -1 : n;
 }
 
 /* 1 if the absolute, resolved path p is dir or lies beneath it. */
@@ -585,6 +590,13 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
    * code, wherever they lie; the runner (trusted: it reads the baseline) keeps them */
   char *hbuf = NULL, *hid[SB_MAX_HIDDEN];
   int nhid = who == SB_LL_RUNNER ? 0 : sb_hidden_list(&hbuf, hid);
+  if (nhid < 0) {
+    free(hbuf);
+    close(rs);
+    return ka_seterr(err, errlen, KA_EINVAL,
+                     "%s lists a relative folder or more than %d folders: refused",
+                     KA_SANDBOX_HIDE_ENV, SB_MAX_HIDDEN);
+  }
 #define SB_RX(p) sb_ll_allow_visible(rs, (p), rx, fs, hid, nhid, 0)
   int rc = 0;
   for (int i = 0; ro[i] && !rc; i++) {

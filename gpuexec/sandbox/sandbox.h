@@ -179,7 +179,8 @@ int ka_import_check(const char *so_path, const ka_task *t, char **log);
 int ka_sandbox_module_imports(const char *so_path, char **log);
 
 /* The environment variable that lists the hidden folders (colon-separated absolute real
- * paths): the task registry's root and gpuexec's compile cache (ka_sandbox_hide). */
+ * paths): the task registry's root, gpuexec's compile cache and its triton cache
+ * (ka_sandbox_hide). */
 #define KA_SANDBOX_HIDE_ENV "KA_SANDBOX_HIDE"
 
 /* Adds path (resolved with realpath) to the folders hidden from every Landlock domain
