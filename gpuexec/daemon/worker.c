@@ -783,7 +783,7 @@ static void wk_judge(const ka_task *t, wk_case *cs, int ncases, Kernelarena__V1_
     KA_CASE_TIMINGS_COPY(cr, rc);
     cr->correct = 1;
     ka_sb msg = {0};
-    /* compared already while the runner timed its calls (wk_early_judge), or now */
+    /* compared already while the runner timed its calls (wk_early_main), or now */
     if (!cs[i].compared) wk_compare_case(t, &cs[i]);
     for (int k = 0; k < t->ntensors; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT) continue;
