@@ -8,7 +8,9 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -335,6 +337,139 @@ static void test_gpu_sandbox(void) {
         code);
 }
 
+/* Writes its name into the calling thread's /proc comm file, as CUDA's initialisation does
+ * for each thread it starts (pthread_setname_np on another thread). 1 if that worked. */
+static int names_thread(void) {
+  int fd = open("/proc/thread-self/comm", O_RDWR | O_CLOEXEC);
+  if (fd < 0) return 0;
+  int ok = write(fd, "ka-test", 7) == 7;
+  close(fd);
+  return ok;
+}
+
+/* The GPU command's own /proc (ka_sandbox_command_pidns; H200, 2026-12-02: every seed task's
+ * torch failed in the command sandbox with "cudaGetDeviceCount ... Error 304: OS call failed",
+ * since CUDA names its threads through /proc/PID/task/TID/comm and /proc was read-only).
+ * Without the PID namespace that write is still refused (the fault, reproduced); in it,
+ * the command is PID 1, writes its threads' names and a private /dev/shm, and sees no
+ * process outside, while machine-wide /proc files (sysctl, sysrq-trigger, the drivers')
+ * do not open for writing. Needs root (as gpuexec on the GPU machine and CI). */
+static void test_gpu_own_proc(void) {
+  check(geteuid() == 0, "the GPU commands' own /proc is tested as root (gpuexec runs so)",
+        "euid %d", (int)geteuid());
+  char wd[PATH_MAX], shm[64], outer[64];
+  snprintf(wd, sizeof wd, "%s/gpu-proc", g_tmp);
+  ka_mkdirs(wd);
+  snprintf(shm, sizeof shm, "/dev/shm/ka-cmd-test-%d", (int)getpid());
+  snprintf(outer, sizeof outer, "/proc/%d", (int)getpid());
+  static const char *const nodes[] = {"/dev/ptmx", NULL};
+  static const char *const ro[] = {NULL};
+  for (int pidns = 0; pidns < 2; pidns++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (pidns && ka_sandbox_command_pidns() != KA_OK) _exit(254);
+      pid_t g = fork();
+      if (g == 0) {
+        char err[256];
+        if (ka_sandbox_command(wd, nodes, ro, err, sizeof err) != KA_OK) _exit(255);
+        int bad = 0;
+        bad |= (names_thread() != pidns) << 0;
+        bad |= ((getpid() == 1) != pidns) << 1;
+        bad |= opens("/proc/sys/kernel/hostname", O_WRONLY) << 2;
+        bad |= opens("/proc/sysrq-trigger", O_WRONLY) << 3;
+        bad |= (pidns && access(outer, F_OK) == 0) << 4;
+        bad |= (opens(shm, O_WRONLY | O_CREAT) != pidns) << 5;
+        bad |= !opens("/proc/self/status", O_RDONLY) << 6;
+        _exit(bad);
+      }
+      int st = 0;
+      waitpid(g, &st, 0);
+      _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 253);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    check(code == 0 && access(shm, F_OK) != 0,
+          pidns ? "GPU command in its PID namespace: PID 1, its threads' names and a private "
+                  "/dev/shm written, no outside process seen, sysctl and sysrq-trigger not "
+                  "writable"
+                : "GPU command without a PID namespace: /proc read-only (no thread names), no "
+                  "/dev/shm",
+          "exit %d (bits: 0 thread name, 1 pid 1, 2 sysctl, 3 sysrq, 4 outside pid, 5 shm, 6 "
+          "/proc readable; 254 unshare, 255 sandbox)",
+          code);
+    unlink(shm);
+  }
+}
+
+/* A GPU command's sockets (sb_seccomp_gpu_unix; H200, 2026-12-02: cuInit failed with error
+ * 304 in the command sandbox because socket(AF_UNIX) was refused): it can make an AF_UNIX
+ * stream socket and socketpairs, but no other family or type, and it reaches no socket
+ * outside it: connect() and sendto() with an address fail, and the test's own listening
+ * stream socket and datagram socket (standing for envserver's and gpuexec's ipc
+ * endpoints and the system's) receive nothing. A host command still gets no socket; in
+ * no domain is a datagram socketpair made (its sendto to an address reached the test's
+ * datagram socket from a host command: found by this test).
+ * Exit code of the child: a bit per failed expectation. */
+static int socket_child(const char *wd, int gpu, const char *lpath, const char *dpath) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    static const char *const nodes[] = {"/dev/ptmx", NULL};
+    static const char *const ro[] = {NULL};
+    char err[256];
+    if (ka_sandbox_command(wd, gpu ? nodes : NULL, ro, err, sizeof err) != KA_OK) _exit(255);
+    int bad = 0;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bad |= ((fd >= 0) != gpu) << 0;
+    struct sockaddr_un la = {.sun_family = AF_UNIX}, da = {.sun_family = AF_UNIX};
+    snprintf(la.sun_path, sizeof la.sun_path, "%s", lpath);
+    snprintf(da.sun_path, sizeof da.sun_path, "%s", dpath);
+    bad |= (fd >= 0 && (connect(fd, (struct sockaddr *)&la, sizeof la) == 0 || errno != ENOENT))
+           << 1;
+    bad |= (socket(AF_UNIX, SOCK_DGRAM, 0) >= 0) << 2;
+    bad |= (socket(AF_INET, SOCK_STREAM, 0) >= 0) << 3;
+    int sp[2], dp[2];
+    bad |= (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) != 0) << 4;
+    bad |= (sendto(sp[0], "x", 1, 0, (struct sockaddr *)&da, sizeof da) >= 0) << 5;
+    bad |= (socket(AF_UNIX, SOCK_SEQPACKET, 0) >= 0) << 6;
+    /* a datagram pair sends to any address given (unix_dgram_sendmsg): refused everywhere */
+    bad |= (socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) == 0) << 7;
+    _exit(bad);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_gpu_sockets(void) {
+  char wd[PATH_MAX], lpath[96], dpath[96];
+  snprintf(wd, sizeof wd, "%s/gpu-sock", g_tmp);
+  ka_mkdirs(wd);
+  snprintf(lpath, sizeof lpath, "%s/listen.sock", g_tmp);
+  snprintf(dpath, sizeof dpath, "%s/dgram.sock", g_tmp);
+  int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  int d = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_un la = {.sun_family = AF_UNIX}, da = {.sun_family = AF_UNIX};
+  snprintf(la.sun_path, sizeof la.sun_path, "%s", lpath);
+  snprintf(da.sun_path, sizeof da.sun_path, "%s", dpath);
+  int ready = l >= 0 && d >= 0 && bind(l, (struct sockaddr *)&la, sizeof la) == 0 &&
+              listen(l, 4) == 0 && bind(d, (struct sockaddr *)&da, sizeof da) == 0;
+  check(ready, "the outside sockets are listening", "%s and %s", lpath, dpath);
+  int gpu = socket_child(wd, 1, lpath, dpath), host = socket_child(wd, 0, lpath, dpath);
+  char buf[8];
+  int reached = accept(l, NULL, NULL) >= 0 || recv(d, buf, sizeof buf, 0) >= 0;
+  check(gpu == 0 && !reached,
+        "GPU command: an AF_UNIX stream socket and socketpairs, no other family or type, no "
+        "outside socket reached (connect, sendto)",
+        "exit %d (bits: 0 stream socket, 1 connect refused with ENOENT, 2 dgram, 3 inet, 4 "
+        "stream socketpair, 5 sendto, 6 seqpacket, 7 dgram socketpair), outside reached %d",
+        gpu, reached);
+  check(host == 0, "host command: no socket, a stream socketpair but no datagram pair",
+        "exit %d (bits as above; 0: a socket where none may be made)", host);
+  close(l), close(d);
+  unlink(lpath), unlink(dpath);
+}
+
 /* An installed layout: the wheel installed into the venv of --command-path (the tasks in
  * its site-packages), or `cmake --install` under /usr or /opt (a readable system folder,
  * stood for here by LD_LIBRARY_PATH, which every domain may read too). gpuexec hides
@@ -509,6 +644,8 @@ int main(int argc, char **argv) {
   test_perf_reports();
   test_env();
   test_gpu_sandbox();
+  test_gpu_own_proc();
+  test_gpu_sockets();
   test_hidden_tasks();
   test_lock();
   ka_rmtree(g_tmp);

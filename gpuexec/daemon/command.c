@@ -281,7 +281,8 @@ int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *p
 }
 
 /* The command's process: sandboxed (ka_sandbox_command: read-only system folders,
- * read-write only the workdir and the job's device nodes, no sockets), limits, the
+ * read-write only the workdir and the job's device nodes, no sockets but a GPU
+ * command's AF_UNIX stream sockets that reach nothing: sandbox.c), limits, the
  * environment of e, /bin/sh -c. */
 static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
   if (chdir(e->workdir) != 0) _exit(126);
@@ -311,6 +312,14 @@ static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = cmd_on_term;
   sigaction(SIGTERM, &sa, NULL);
+  /* a GPU command gets a PID namespace and its own /proc (CUDA writes its threads'
+   * names there: ka_sandbox_command_pidns) */
+  if (e->gpu && ka_sandbox_command_pidns() != KA_OK)
+    dprintf(2,
+            "[kernelarena] no PID namespace for the command (%s): /proc stays read-only, "
+            "and CUDA cannot initialise in it (gpuexec must run as root for GPU "
+            "commands)\n",
+            strerror(errno));
   pid_t g = fork();
   if (g < 0) _exit(126);
   if (g == 0) {

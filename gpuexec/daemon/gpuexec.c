@@ -302,6 +302,21 @@ static const char *gx_status_name(int status) {
   return v ? v->name : "?";
 }
 
+/* An INFRA_ERROR is the executor's fault, never the submission's, and the client sees
+ * only its message: the operator gets it on stderr, with --verbose also the last
+ * GX_INFRA_TAIL bytes of the job's log (a command task's baseline pass, say), so that
+ * the cause can be found without the episode's trace. */
+#define GX_INFRA_TAIL 4000
+static void gx_log_infra(const gx_worker *w, const char *job_id, const Kernelarena__V1__Result *r) {
+  fprintf(stderr, "gpuexec: %s: job %s: INFRA_ERROR: %s\n", w->id, job_id,
+          r->message && r->message[0] ? r->message : "(no message)");
+  if (!w->cfg->verbose || !r->runtime_log || !r->runtime_log[0]) return;
+  size_t n = strlen(r->runtime_log);
+  const char *tail = n > GX_INFRA_TAIL ? r->runtime_log + n - GX_INFRA_TAIL : r->runtime_log;
+  fprintf(stderr, "gpuexec: %s: job %s: the end of its log:\n%s%s", w->id, job_id, tail,
+          tail[0] && r->runtime_log[n - 1] == '\n' ? "" : "\n");
+}
+
 static void *gx_worker_main(void *arg) {
   gx_worker *w = arg;
   nng_socket sock;
@@ -399,6 +414,8 @@ static void *gx_worker_main(void *arg) {
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s -> %s in %.2f s\n", w->id, job->job_id,
                 gx_status_name(pending.status), pending.wall_s);
+      if (pending.status == KERNELARENA__V1__STATUS__INFRA_ERROR)
+        gx_log_infra(w, job->job_id, &pending);
     }
     kernelarena__v1__exec_response__free_unpacked(resp, NULL);
   }

@@ -430,6 +430,9 @@ enum {
 /* ka_sandbox_command's device nodes and extra read-only folders (NULL-terminated lists;
  * set in the single-threaded child that sandboxes itself, read by sb_landlock). */
 static const char *const *sb_cmd_nodes, *const *sb_cmd_ro;
+/* ka_sandbox_command_pidns ran in the parent (inherited by its child); the command's own
+ * /proc and /dev/shm are mounted (sb_cmd_own_proc): sb_landlock opens them for writing */
+static int sb_cmd_pidns, sb_cmd_proc_rw, sb_cmd_shm_rw;
 
 /* Rules for /dev: read and write of the device nodes (no new ones). Module processes and
  * the compiler get each entry of /dev but shm and mqueue, so that nothing there can hold
@@ -627,6 +630,12 @@ static int sb_landlock(const char *workdir, int who, char *err, size_t errlen) {
    * private workdir */
   if (!rc) rc = sb_ll_dev(rs, who, abi, fs);
   if (!rc && who == SB_LL_RUNNER) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
+  /* a GPU command's own /proc (sb_cmd_own_proc: only its processes, the rest read-only
+   * mounts) and /dev/shm */
+  if (!rc && who == SB_LL_COMMAND && sb_cmd_proc_rw)
+    rc = sb_ll_allow(rs, "/proc",
+                     rx | (rw & (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE)), fs);
+  if (!rc && who == SB_LL_COMMAND && sb_cmd_shm_rw) rc = sb_ll_allow(rs, "/dev/shm", rw, fs);
   /* the triton compile cache: written by the runner (trusted code; no submitted code runs
    * on its CPU), out of the compiler's reach (its own domain lacks it) */
   const char *tc = getenv("KA_TRITON_CACHE");
@@ -692,13 +701,43 @@ static int sb_env_off(const char *name) {
   return v && !strcmp(v, "0");
 }
 
+/* Set by ka_sandbox_command for a GPU command: sb_seccomp_base applies sb_seccomp_gpu_unix. */
+static int sb_cmd_gpu_unix;
+
+/* A GPU command's sockets: CUDA's initialisation creates an AF_UNIX stream socket (to look
+ * for an MPS server; cuInit fails with error 304 when socket() does: H200, 2026-12-02), so
+ * socket(AF_UNIX, SOCK_STREAM) is allowed, and nothing else: no other family or type,
+ * no connect() (ENOENT, which CUDA reads as "no MPS server") and no sendto() to an
+ * address, so that no socket outside the command (envserver's or gpuexec's ipc endpoints,
+ * the system's) can be reached; socketpair(AF_UNIX) as for every domain. 0 or libseccomp's
+ * negative error. */
+static int sb_seccomp_gpu_unix(scmp_filter_ctx f) {
+  int rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                            SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  /* the type's low bits (SOCK_CLOEXEC and SOCK_NONBLOCK are flags above them) */
+  static const int types[] = {SOCK_DGRAM,     SOCK_RAW,  SOCK_RDM,
+                              SOCK_SEQPACKET, SOCK_DCCP, SOCK_PACKET};
+  for (size_t i = 0; i < sizeof types / sizeof types[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)types[i]));
+  if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(connect), 0);
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOENT), SCMP_SYS(sendto), 1, SCMP_A4(SCMP_CMP_NE, 0));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                          SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  return rc;
+}
+
 /* First stage: no network, no tracing, no privileged calls. */
 static int sb_seccomp_base(char *err, size_t errlen) {
   scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
   if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
   int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
   const char *unix_ok = getenv("KA_SANDBOX_UNIX");
-  if (unix_ok && !strcmp(unix_ok, "1")) {
+  if (sb_cmd_gpu_unix) {
+    if (!rc) rc = sb_seccomp_gpu_unix(f);
+  } else if (unix_ok && !strcmp(unix_ok, "1")) {
     if (!rc)
       rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
@@ -713,6 +752,12 @@ static int sb_seccomp_base(char *err, size_t errlen) {
       rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
   }
+  /* a datagram socketpair sends to any address it is given (unix_dgram_sendmsg takes
+   * msg_name even when connected): a way to any pathname datagram socket of the machine
+   * (/dev/log, systemd's); stream and seqpacket pairs ignore or refuse addresses */
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
+                          SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM));
   static const int eperm[] = {SCMP_SYS(ptrace),
                               SCMP_SYS(process_vm_readv),
                               SCMP_SYS(process_vm_writev),
@@ -939,12 +984,63 @@ int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen) {
   return rc;
 }
 
+int ka_sandbox_command_pidns(void) {
+  if (unshare(CLONE_NEWPID) != 0) return KA_ESYS;
+  sb_cmd_pidns = 1;
+  return KA_OK;
+}
+
+/* Binds the entry p of the fresh /proc over itself read-only. 0, or -1 (errno). */
+static int sb_proc_ro(const char *p) {
+  if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) != 0) return -1;
+  return mount(NULL, p, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+               NULL);
+}
+
+/* PID 1 of the command's PID namespace (ka_sandbox_command_pidns): a mount namespace of
+ * its own (the supervisor keeps the machine's /proc), a procfs of this PID namespace on
+ * /proc (the command's processes alone), every entry of it that is not a process's folder
+ * bound read-only (sys, sysrq-trigger, irq, bus, driver, ...: nothing of the machine's
+ * can be written through it), and a private tmpfs on /dev/shm. Sets sb_cmd_proc_rw and
+ * sb_cmd_shm_rw. 0, or -1 with errno (then neither is set). */
+static int sb_cmd_own_proc(void) {
+  /* a network namespace of its own too: only a loopback that is down, and abstract
+   * AF_UNIX names of its own (sb_seccomp_gpu_unix) */
+  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWNET) != 0) return -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
+  if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0) return -1;
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  int rc = 0;
+  struct dirent *e;
+  while (!rc && (e = readdir(d))) {
+    const char *n = e->d_name;
+    size_t digits = strspn(n, "0123456789");
+    if (!strcmp(n, ".") || !strcmp(n, "..") || (digits && !n[digits])) continue;
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof p, "/proc/%s", n);
+    /* links (self, thread-self, mounts, net) lead into a process's folder */
+    if (lstat(p, &st) != 0 || S_ISLNK(st.st_mode)) continue;
+    rc = sb_proc_ro(p);
+  }
+  closedir(d);
+  if (rc) return -1;
+  sb_cmd_proc_rw = 1;
+  sb_cmd_shm_rw = mount("ka-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                        "mode=1777,size=256m") == 0;
+  return 0;
+}
+
 int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
                        char *err, size_t errlen) {
   if (!nodes) return ka_sandbox_compiler(workdir, err, errlen);
   sb_cmd_nodes = nodes, sb_cmd_ro = ro;
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int rc = KA_OK;
+  if (sb_cmd_pidns && getpid() == 1 && sb_cmd_own_proc() != 0)
+    return ka_seterr(err, errlen, KA_ESYS, "the command's own /proc: %s", strerror(errno));
+  sb_cmd_gpu_unix = 1;
   if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMMAND, err, errlen);
   if (rc == KA_OK && sb_drop_caps() != 0)
     rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));

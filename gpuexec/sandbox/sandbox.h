@@ -119,10 +119,29 @@ int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen);
  * access to /dev/null, zero, full, random, urandom and the device nodes of nodes
  * (NULL-terminated: the job's device only, e.g. /dev/nvidiactl, /dev/nvidia-uvm,
  * /dev/nvidia3; a node that does not exist is skipped); no other device, no /dev/shm.
+ * Sockets: AF_UNIX stream sockets only (CUDA's initialisation makes one), and no
+ * connect() or sendto() to an address, so none reaches a socket outside the command.
+ * In a PID namespace made by ka_sandbox_command_pidns (this process its PID 1), also
+ * that namespace's own /proc, writable for the command's processes, and a private
+ * /dev/shm (see there); KA_ESYS if those mounts fail.
  * nodes NULL: exactly ka_sandbox_compiler (a host command). KA_OK or KA_ESYS with err.
  * Not thread safe (call it in a single-threaded child). */
 int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
                        char *err, size_t errlen);
+
+/* Gives the next child of the calling process a PID namespace of its own
+ * (unshare(CLONE_NEWPID): the child is its PID 1, and when it ends the kernel ends every
+ * process left in it), for a GPU command: that child's ka_sandbox_command then mounts a
+ * /proc of that namespace (only the command's own processes), every entry of it but the
+ * processes' folders bound read-only (sysctl, sysrq-trigger, the drivers' files: nothing
+ * machine-wide can be written), a private /dev/shm, and lets the command write its own
+ * processes' files there. CUDA's initialisation writes its threads' names into
+ * /proc/PID/task/TID/comm and fails (error 304, "OS call failed") where it cannot; see
+ * docs/sandbox.md. Call it in the command's supervisor, just before the fork of the
+ * command, never in gpuexec. KA_OK, or KA_ESYS (not root: without CAP_SYS_ADMIN nothing
+ * changes, /proc stays read-only and CUDA cannot initialise in the command).
+ * Not thread safe. */
+int ka_sandbox_command_pidns(void);
 
 /* Checks the assembly GCC generated for a module-mode submission (text, len bytes) for
  * assembler directives that read files (.incbin, .include) or assemble other directives
