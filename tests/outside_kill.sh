@@ -47,6 +47,9 @@ check "the step is INFRA_ERROR, not counted" grep -q "INFRA_ERROR" "$WORK/killed
 check "it says the runner was killed from outside" grep -q "killed from outside" "$WORK/killed.out"
 check "no reward was given" sh -c "! grep -q '^step 1: status' '$WORK/killed.out'"
 check "gpuexec still running" kill -0 "$GX_PID"
+# the operator sees the cause on gpuexec's stderr (the client sees only the message)
+check "gpuexec's log names the INFRA_ERROR and its cause" \
+  grep -q "INFRA_ERROR: .*killed from outside" "$WORK/gpuexec.log"
 ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu >"$WORK/next.out" 2>&1
 check "the next step is evaluated: OK" grep -q "^step 1: status OK" "$WORK/next.out"
 exit $fail
