@@ -84,10 +84,13 @@ void ka_kill_runners(void);
 
 /* Starts a warm runner for dev (a GPU device; nothing for the host backend or with
  * cfg->pool 0) unless it has one: the runner opens the device and waits for its job.
+ * Called when a runner of dev has gone (its teardown thread, or ka_evaluate_finish when
+ * none is leaving), so that one context's opening never meets another's teardown.
  * Errors are silent: the next job then starts its own runner. Thread safe. */
 void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev);
 
-/* Stops and removes every warm runner of the pool (gpuexec shutdown). Thread safe. */
+/* Stops and removes every warm runner of the pool, and warms none after (gpuexec
+ * shutdown). Thread safe. */
 void ka_pool_drain(void);
 
 /* The baseline's history (issue 14 item 12, issue 16): the baseline is timed in every

@@ -1302,11 +1302,18 @@ static int wk_pool_take(const Kernelarena__V1__Device *dev, wk_child *ch, char *
   return got;
 }
 
+/* Set by ka_pool_drain (gpuexec stopping): no runner is warmed after it. */
+static int wk_pool_closed;
+
 void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev) {
   if (!cfg->pool || !dev->backend || !strcmp(dev->backend, "host")) return;
   char key[64];
   wk_pool_key(dev, key, sizeof key);
   pthread_mutex_lock(&wk_pool_mu);
+  if (wk_pool_closed) {
+    pthread_mutex_unlock(&wk_pool_mu);
+    return;
+  }
   /* as many warm runners per device as evaluations may share it */
   int slot = -1, have = 0, want = cfg->jobs_per_device > 1 ? cfg->jobs_per_device : 1;
   for (int i = 0; i < WK_POOL_MAX; i++) {
@@ -1364,27 +1371,37 @@ static void wk_finish(wk_child *ch) {
  * slots below (an evaluation again alone waits until none is leaving). */
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta);
 
+/* The number of dev's runners still tearing down (wk_finish_detached). */
+static int wk_leaving_count(const Kernelarena__V1__Device *dev);
+
 typedef struct wk_leaver {
   wk_child ch;
   const Kernelarena__V1__Device *dev; /* the worker's, lives as long as the process */
+  const ka_exec_config *cfg;          /* gpuexec's, likewise */
 } wk_leaver;
 
 static void *wk_finish_main(void *arg) {
   wk_leaver *l = arg;
   wk_finish(&l->ch);
   wk_leaving_add(l->dev, -1);
+  /* the next runner opens its context now that this one's is gone: the two at once were
+   * both slower, and the teardown (under the device lock, shared) kept the next step's
+   * first timed call waiting 141 ms (H200, 2026-12-02, docs/benchmarks/
+   * 2026-12-02-session17-h200.md); ka_evaluate_finish leaves the warming to us */
+  ka_pool_warm(l->cfg, l->dev);
   free(l);
   return NULL;
 }
 
 /* Waits for a runner whose result is in on a thread of its own (with the device lock
  * its teardown keeps off others' timed calls by itself, so nobody waits for it). */
-static void wk_finish_detached(const Kernelarena__V1__Device *dev, const wk_child *ch) {
+static void wk_finish_detached(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                               const wk_child *ch) {
   wk_leaver *l = malloc(sizeof *l);
   pthread_t th;
   pthread_attr_t a;
   wk_leaving_add(dev, 1);
-  if (l) l->ch = *ch, l->dev = dev;
+  if (l) l->ch = *ch, l->dev = dev, l->cfg = cfg;
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   if (!l || pthread_create(&th, &a, wk_finish_main, l) != 0) {
@@ -1434,6 +1451,7 @@ static void wk_drain(const Kernelarena__V1__Device *dev) {
 
 void ka_pool_drain(void) {
   pthread_mutex_lock(&wk_pool_mu);
+  wk_pool_closed = 1; /* a teardown's thread that ends after this warms nothing */
   for (int i = 0; i < WK_POOL_MAX; i++)
     if (wk_pool[i].used) wk_warm_discard(&wk_pool[i]);
   pthread_mutex_unlock(&wk_pool_mu);
@@ -1832,7 +1850,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
     wk_early_end(&early);
     if (left && ev->locked)
-      wk_finish_detached(dev, &ch);
+      wk_finish_detached(cfg, dev, &ch);
     else if (left)
       wk_leave(dev, &ch);
     t_run = ka_now_s() - t_run;
@@ -1888,7 +1906,9 @@ void ka_evaluate_finish(const ka_exec_config *cfg) {
   if (!wk_left_dev) return;
   wk_eval_release(wk_left_over);
   wk_left_over = NULL;
-  ka_pool_warm(cfg, wk_left_dev); /* the next job's runner */
+  /* the next job's runner; while one is still tearing down, its thread warms it after
+   * (wk_finish_main) */
+  if (!wk_leaving_count(wk_left_dev)) ka_pool_warm(cfg, wk_left_dev);
   wk_left_dev = NULL;
 }
 
@@ -1945,6 +1965,17 @@ static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t) {
   if (!d || d->m < 0) return KA_ENOENT;
   char err[128];
   return ka_devlock_reopen(d->m, d->t, m, t, err, sizeof err);
+}
+
+static int wk_leaving_count(const Kernelarena__V1__Device *dev) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  int n = 0;
+  pthread_mutex_lock(&wk_devs_mu); /* a lookup: no slot is made for a device without one */
+  for (int i = 0; i < wk_ndevs; i++)
+    if (!strcmp(wk_devs[i].key, key)) n = wk_devs[i].leaving;
+  pthread_mutex_unlock(&wk_devs_mu);
+  return n;
 }
 
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta) {
