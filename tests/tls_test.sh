@@ -133,5 +133,40 @@ done
 w=$(sqlite3 "$STATE/trace.db" "SELECT count(*) || ',' || count(DISTINCT worker_id) || ',' ||
   sum(worker_id LIKE '%/$good_pid/%') FROM steps")
 check "trace store: 3 steps, all by the right executor (got $w)" [ "$w" = "3,1,3" ]
+ka_stop "$SRV_PID"
+SRV_PID=
+
+# ---- mutual TLS on the client endpoint (envserver --tls-client-ca): envctl, through
+# libkaclient, presents $KA_TLS_CERT with $KA_TLS_KEY (any certificate the clients' CA
+# signed; exec.crt has clientAuth)
+MURL=tls+tcp://127.0.0.1:$((P + 10000))
+"$BIN/envserver" --state "$WORK/mstate" --tasks "$TASKS" --listen "$MURL" \
+  --tls-cert "$C/server.crt" --tls-key "$C/server.key" --tls-client-ca "$C/ca.crt" \
+  >"$WORK/mserver.log" 2>&1 &
+SRV_PID=$!
+# mhealth CERT KEY: envctl health against MURL presenting CERT/KEY ("" for none)
+mhealth() {
+  KA_TLS_CA=$C/ca.crt KA_TLS_CERT=$1 KA_TLS_KEY=$2 "$BIN/envctl" health --server "$MURL" \
+    --timeout 3 2>&1
+}
+i=0
+until mhealth "$C/exec.crt" "$C/exec.key" | grep -q "ok=1"; do
+  i=$((i + 1))
+  [ $i -gt 50 ] && break
+  sleep 0.2
+done
+check "mutual TLS: envctl with a certificate the clients' CA signed is answered" [ $i -le 50 ]
+check "mutual TLS: envctl without a certificate is not" \
+  sh -c "! KA_TLS_CA='$C/ca.crt' '$BIN/envctl' health --server '$MURL' --timeout 2 >/dev/null 2>&1"
+check "mutual TLS: envctl with another CA's certificate is not" \
+  sh -c "! KA_TLS_CA='$C/ca.crt' KA_TLS_CERT='$C/rogue.crt' KA_TLS_KEY='$C/rogue.key' \
+    '$BIN/envctl' health --server '$MURL' --timeout 2 >/dev/null 2>&1"
+out=$(mhealth "$C/exec.crt" "")
+check "KA_TLS_CERT without KA_TLS_KEY: refused at once, naming the missing one ($out)" \
+  sh -c "echo '$out' | grep -q 'KA_TLS_CERT and KA_TLS_KEY go together (KA_TLS_KEY is not set)'"
+out=$(mhealth "$C/exec.crt" "$C/missing.key")
+check "a key file that is not there: refused, naming it ($out)" \
+  sh -c "echo '$out' | grep -q 'cannot read $C/missing.key'"
+
 [ $fail -ne 0 ] && { echo "--- logs"; tail -n 20 "$WORK"/*.log; }
 exit $fail

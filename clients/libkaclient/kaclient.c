@@ -10,6 +10,8 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/tls/tls.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -133,18 +135,71 @@ static void kc_untrack(ka_call *k) {
   pthread_mutex_unlock(&c->mtx);
 }
 
+/* The text of the PEM file path into a malloc'd, NUL-terminated *out (at most 1 MiB).
+ * 0, or -1 (errno: the file cannot be read, or is larger). */
+static int kc_read_pem(const char *path, char **out) {
+  *out = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  size_t cap = 1u << 20, n = 0;
+  char *buf = malloc(cap + 1);
+  if (buf) n = fread(buf, 1, cap + 1, f);
+  int bad = !buf || ferror(f) || n > cap;
+  fclose(f);
+  if (bad) {
+    free(buf);
+    errno = EFBIG;
+    return -1;
+  }
+  buf[n] = 0;
+  *out = buf;
+  return 0;
+}
+
+/* Presents this client's certificate $KA_TLS_CERT with its key $KA_TLS_KEY (unencrypted
+ * PEM; both or neither) on dialer d, for a server whose client endpoint asks for one
+ * (envserver --tls-client-ca). 0 when neither is set or both are loaded; else an
+ * nng error with the reason in err. */
+static int kc_own_cert(nng_dialer d, char *err, size_t errlen) {
+  const char *cert = getenv("KA_TLS_CERT"), *key = getenv("KA_TLS_KEY");
+  int have_cert = cert && *cert, have_key = key && *key;
+  if (!have_cert && !have_key) return 0;
+  if (have_cert != have_key) {
+    kc_seterr(err, errlen, KA_EINVAL, "KA_TLS_CERT and KA_TLS_KEY go together (%s is not set)",
+              have_cert ? "KA_TLS_KEY" : "KA_TLS_CERT");
+    return NNG_EINVAL;
+  }
+  char *cpem = NULL, *kpem = NULL;
+  if (kc_read_pem(cert, &cpem) || kc_read_pem(key, &kpem)) {
+    kc_seterr(err, errlen, KA_EINVAL, "cannot read %s: %s", cpem ? key : cert, strerror(errno));
+    free(cpem);
+    return NNG_EINVAL;
+  }
+  nng_tls_config *cfg = NULL;
+  int rv = nng_dialer_get_ptr(d, NNG_OPT_TLS_CONFIG, (void **)&cfg);
+  if (rv == 0) rv = nng_tls_config_own_cert(cfg, cpem, kpem, NULL);
+  if (rv)
+    kc_seterr(err, errlen, KA_EINVAL, "certificate %s with key %s: %s (one pair, key unencrypted?)",
+              cert, key, nng_strerror(rv));
+  free(cpem);
+  memset(kpem, 0, strlen(kpem)); /* no copy of the key left in freed memory */
+  free(kpem);
+  return rv;
+}
+
 /* Dials url without waiting for the connection. A tls+tcp:// server's certificate is
  * checked against the CA file $KA_TLS_CA (nng's default without it: the system has
  * none, so the handshake fails) and must name the URL's host, or $KA_TLS_SERVER_NAME
- * when set (docs/deploy.md). Returns nng's error. */
-static int kc_dial(nng_socket sock, const char *url) {
+ * when set; with $KA_TLS_CERT and $KA_TLS_KEY this client presents that certificate
+ * (docs/deploy.md). Returns nng's error (err says why when it is ours). */
+static int kc_dial(nng_socket sock, const char *url, char *err, size_t errlen) {
   nng_dialer d;
   int rv = nng_dialer_create(&d, sock, url);
+  int tls = !strncmp(url, "tls+tcp", 7);
   const char *ca = getenv("KA_TLS_CA"), *name = getenv("KA_TLS_SERVER_NAME");
-  if (rv == 0 && !strncmp(url, "tls+tcp", 7) && ca && *ca)
-    rv = nng_dialer_set_string(d, NNG_OPT_TLS_CA_FILE, ca);
-  if (rv == 0 && !strncmp(url, "tls+tcp", 7) && name && *name)
-    rv = nng_dialer_set_string(d, NNG_OPT_TLS_SERVER_NAME, name);
+  if (rv == 0 && tls && ca && *ca) rv = nng_dialer_set_string(d, NNG_OPT_TLS_CA_FILE, ca);
+  if (rv == 0 && tls && name && *name) rv = nng_dialer_set_string(d, NNG_OPT_TLS_SERVER_NAME, name);
+  if (rv == 0 && tls) rv = kc_own_cert(d, err, errlen);
   if (rv == 0) rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
   return rv;
 }
@@ -171,12 +226,14 @@ int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen) {
   nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 1000);
   nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, kc_pipe_cb, c);
   nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, kc_pipe_cb, c);
-  rv = kc_dial(c->sock, url);
+  char why[512] = "";
+  rv = kc_dial(c->sock, url, why, sizeof why);
   if (rv) {
     nng_close(c->sock);
     pthread_mutex_destroy(&c->mtx);
     free(c);
-    return kc_seterr(err, errlen, KA_EINVAL, "cannot dial %s: %s", url, nng_strerror(rv));
+    return kc_seterr(err, errlen, KA_EINVAL, "cannot dial %s: %s", url,
+                     why[0] ? why : nng_strerror(rv));
   }
   atomic_init(&c->next_id, (unsigned long long)kc_wall_s() << 20);
   *out = c;

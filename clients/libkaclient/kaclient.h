@@ -28,9 +28,14 @@
 
 typedef struct ka_client ka_client;
 
-/* Connects to url (ipc://, tcp://). The dial is asynchronous: a server that is not up
- * yet is retried in the background, and calls wait for it up to their timeout.
- * Returns KA_OK, KA_EINVAL (bad URL) or KA_ENOMEM. Caller owns *out. */
+/* Connects to url (ipc://, tcp://, tls+tcp://). The dial is asynchronous: a server that
+ * is not up yet is retried in the background, and calls wait for it up to their timeout.
+ * tls+tcp://: the server's certificate is checked against $KA_TLS_CA and must name the
+ * URL's host or $KA_TLS_SERVER_NAME; with $KA_TLS_CERT and $KA_TLS_KEY (PEM, key
+ * unencrypted, both or neither) this client presents that certificate (docs/deploy.md).
+ * Returns KA_OK, KA_EINVAL (bad URL; a TLS variable alone or a file that cannot be read,
+ * named in err) or KA_ENOMEM. Caller owns *out. Reads the environment: not thread safe
+ * against setenv. */
 int ka_client_open(const char *url, ka_client **out, char *err, size_t errlen);
 
 /* Like ka_client_open, then waits up to connect_timeout_ms for the server to answer a
