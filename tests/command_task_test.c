@@ -2,6 +2,9 @@
  * harness check, and the performance report rules (gpuexec/daemon/command.c).
  * usage: command_task_test SOURCE_DIR */
 #include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +437,13 @@ static int socket_child(const char *wd, int gpu, const char *lpath, const char *
     bad |= (socket(AF_UNIX, SOCK_SEQPACKET, 0) >= 0) << 6;
     /* a datagram pair sends to any address given (unix_dgram_sendmsg): refused everywhere */
     bad |= (socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) == 0) << 7;
+    /* no new namespaces by clone (a user namespace has every capability inside it) and
+     * no detached mounts (red team 2026-12-02) */
+    long c = syscall(SYS_clone, (long)(CLONE_NEWUSER | SIGCHLD), 0L, 0L, 0L, 0L);
+    if (c == 0) _exit(0);
+    if (c > 0) waitpid((pid_t)c, NULL, 0);
+    bad |= (c >= 0 || errno != EPERM) << 8;
+    bad |= (syscall(SYS_fsopen, "tmpfs", 0) >= 0 || errno != EPERM) << 9;
     _exit(bad);
   }
   int st = 0;
@@ -462,9 +472,12 @@ static void test_gpu_sockets(void) {
         "GPU command: an AF_UNIX stream socket and socketpairs, no other family or type, no "
         "outside socket reached (connect, sendto)",
         "exit %d (bits: 0 stream socket, 1 connect refused with ENOENT, 2 dgram, 3 inet, 4 "
-        "stream socketpair, 5 sendto, 6 seqpacket, 7 dgram socketpair), outside reached %d",
+        "stream socketpair, 5 sendto, 6 seqpacket, 7 dgram socketpair, 8 clone into a user "
+        "namespace, 9 fsopen), outside reached %d",
         gpu, reached);
-  check(host == 0, "host command: no socket, a stream socketpair but no datagram pair",
+  check(host == 0,
+        "host command: no socket, a stream socketpair but no datagram pair, no namespace, no "
+        "mount API",
         "exit %d (bits as above; 0: a socket where none may be made)", host);
   close(l), close(d);
   unlink(lpath), unlink(dpath);

@@ -800,6 +800,22 @@ static int sb_seccomp_base(char *err, size_t errlen) {
                               SCMP_SYS(mknodat)};
   for (size_t i = 0; i < sizeof eperm / sizeof eperm[0] && !rc; i++)
     rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), eperm[i], 0);
+  /* the mount API of Linux 5.2 (a detached mount needs no mount(2)) */
+  static const int mount_api[] = {SCMP_SYS(open_tree),    SCMP_SYS(move_mount), SCMP_SYS(fsopen),
+                                  SCMP_SYS(fsconfig),     SCMP_SYS(fsmount),    SCMP_SYS(fspick),
+                                  SCMP_SYS(mount_setattr)};
+  for (size_t i = 0; i < sizeof mount_api / sizeof mount_api[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), mount_api[i], 0);
+  /* clone(2) into new namespaces (unshare is refused above): a user namespace gives its
+   * creator every capability inside it, and namespaces held open by descriptors count
+   * against the machine's per-user limits that other evaluations' sandboxes need (red
+   * team 2026-12-02) */
+  static const unsigned long ns_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                           CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
+                                           CLONE_NEWCGROUP};
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
   static const int enosys[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
                                SCMP_SYS(io_uring_register), SCMP_SYS(clone3)};
   /* clone3 passes its flags in memory, which a filter cannot read; ENOSYS makes glibc
