@@ -11,6 +11,7 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -444,6 +445,10 @@ static int socket_child(const char *wd, int gpu, const char *lpath, const char *
     if (c > 0) waitpid((pid_t)c, NULL, 0);
     bad |= (c >= 0 || errno != EPERM) << 8;
     bad |= (syscall(SYS_fsopen, "tmpfs", 0) >= 0 || errno != EPERM) << 9;
+    /* another process's limits (here the test's: a host command set gpuexec's
+     * RLIMIT_NOFILE to 16, red team 2026-12-02) */
+    struct rlimit lim = {12345, 12345};
+    bad |= (prlimit(getppid(), RLIMIT_MSGQUEUE, &lim, NULL) == 0 || errno != EPERM) << 10;
     _exit(bad);
   }
   int st = 0;
@@ -465,7 +470,14 @@ static void test_gpu_sockets(void) {
   int ready = l >= 0 && d >= 0 && bind(l, (struct sockaddr *)&la, sizeof la) == 0 &&
               listen(l, 4) == 0 && bind(d, (struct sockaddr *)&da, sizeof da) == 0;
   check(ready, "the outside sockets are listening", "%s and %s", lpath, dpath);
+  struct rlimit before;
+  getrlimit(RLIMIT_MSGQUEUE, &before);
   int gpu = socket_child(wd, 1, lpath, dpath), host = socket_child(wd, 0, lpath, dpath);
+  struct rlimit after;
+  getrlimit(RLIMIT_MSGQUEUE, &after);
+  check(after.rlim_cur == before.rlim_cur && after.rlim_max == before.rlim_max,
+        "the commands left the test's own limits as they were", "RLIMIT_MSGQUEUE %llu -> %llu",
+        (unsigned long long)before.rlim_cur, (unsigned long long)after.rlim_cur);
   char buf[8];
   int reached = accept(l, NULL, NULL) >= 0 || recv(d, buf, sizeof buf, 0) >= 0;
   check(gpu == 0 && !reached,
@@ -473,7 +485,7 @@ static void test_gpu_sockets(void) {
         "outside socket reached (connect, sendto)",
         "exit %d (bits: 0 stream socket, 1 connect refused with ENOENT, 2 dgram, 3 inet, 4 "
         "stream socketpair, 5 sendto, 6 seqpacket, 7 dgram socketpair, 8 clone into a user "
-        "namespace, 9 fsopen), outside reached %d",
+        "namespace, 9 fsopen, 10 another process's limits), outside reached %d",
         gpu, reached);
   check(host == 0,
         "host command: no socket, a stream socketpair but no datagram pair, no namespace, no "

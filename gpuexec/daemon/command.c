@@ -30,6 +30,7 @@
 #define CMD_MAX_CASES 64
 #define CMD_GRACE_S 5.0
 #define CMD_FSIZE_BYTES ((rlim_t)1 << 30)
+#define CMD_NOFILE 8192 /* RLIMIT_NOFILE of a command */
 #define CMD_REPORT_MAX (16u << 20)
 
 typedef Kernelarena__V1__Status cmd_status;
@@ -290,6 +291,10 @@ static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
   setrlimit(RLIMIT_FSIZE, &fs);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
+  /* descriptors: enough for torch and triton, not enough to pin the machine's shared
+   * kernel objects (inotify instances, namespaces) by the thousand (red team 2026-12-02) */
+  struct rlimit nofile = {CMD_NOFILE, CMD_NOFILE};
+  setrlimit(RLIMIT_NOFILE, &nofile);
   char err[256];
   if (ka_sandbox_command(e->workdir, e->gpu ? e->nodes : NULL, e->ro, err, sizeof err) != KA_OK) {
     dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
@@ -313,13 +318,17 @@ static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
   sa.sa_handler = cmd_on_term;
   sigaction(SIGTERM, &sa, NULL);
   /* a GPU command gets a PID namespace and its own /proc (CUDA writes its threads'
-   * names there: ka_sandbox_command_pidns) */
-  if (e->gpu && ka_sandbox_command_pidns() != KA_OK)
+   * names there: ka_sandbox_command_pidns); without one CUDA cannot initialise, which
+   * is the executor's fault (not root, or the machine's namespaces used up), never the
+   * submission's: the status pipe says the sandbox failed */
+  if (e->gpu && ka_sandbox_command_pidns() != KA_OK) {
     dprintf(2,
-            "[kernelarena] no PID namespace for the command (%s): /proc stays read-only, "
-            "and CUDA cannot initialise in it (gpuexec must run as root for GPU "
-            "commands)\n",
+            "[kernelarena] sandbox of the command: no PID namespace (%s): gpuexec must run as "
+            "root for GPU commands\n",
             strerror(errno));
+    (void)!write(3, "S", 1);
+    _exit(125);
+  }
   pid_t g = fork();
   if (g < 0) _exit(126);
   if (g == 0) {

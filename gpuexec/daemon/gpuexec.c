@@ -313,8 +313,17 @@ static void gx_log_infra(const gx_worker *w, const char *job_id, const Kernelare
   if (!w->cfg->verbose || !r->runtime_log || !r->runtime_log[0]) return;
   size_t n = strlen(r->runtime_log);
   const char *tail = n > GX_INFRA_TAIL ? r->runtime_log + n - GX_INFRA_TAIL : r->runtime_log;
-  fprintf(stderr, "gpuexec: %s: job %s: the end of its log:\n%s%s", w->id, job_id, tail,
-          tail[0] && r->runtime_log[n - 1] == '\n' ? "" : "\n");
+  /* the log holds a command's own output: each line marked as the job's, control
+   * characters as '?', so that none reads as a line of gpuexec's (red team 2026-12-02) */
+  fprintf(stderr, "gpuexec: %s: job %s: the end of its log:\n", w->id, job_id);
+  int bol = 1;
+  for (const char *p = tail; *p; p++) {
+    if (bol) fputs("  | ", stderr);
+    unsigned char c = (unsigned char)*p;
+    fputc(c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f) ? c : '?', stderr);
+    bol = c == '\n';
+  }
+  if (!bol) fputc('\n', stderr);
 }
 
 static void *gx_worker_main(void *arg) {

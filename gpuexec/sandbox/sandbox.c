@@ -701,6 +701,44 @@ static int sb_env_off(const char *name) {
   return v && !strcmp(v, "0");
 }
 
+/* Calls that act on another process named by its pid (0 is the caller) refused (EPERM):
+ * its resource limits (prlimit64 is what setrlimit and getrlimit use, with pid 0), its
+ * priority, CPUs, scheduling or memory placement. The baseline's module process, the
+ * runner and gpuexec are processes of the same user (root): lowering their limits ended
+ * the baseline (an unscored INFRA_ERROR), a lower priority would slow the baseline's timed
+ * calls, and a host command set gpuexec's RLIMIT_NOFILE to 16 (red team 2026-12-02). In
+ * the lock filter and in the command and compiler domains' base filter. 0 or libseccomp's
+ * negative error. */
+static int sb_seccomp_self_only(scmp_filter_ctx f) {
+  int rc = 0;
+  static const int self_only[] = {SCMP_SYS(prlimit64),          SCMP_SYS(sched_setaffinity),
+                                  SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
+                                  SCMP_SYS(sched_setattr),      SCMP_SYS(migrate_pages),
+                                  SCMP_SYS(move_pages)};
+  for (size_t i = 0; i < sizeof self_only / sizeof self_only[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), self_only[i], 1, SCMP_A0(SCMP_CMP_NE, 0));
+  /* setpriority(which, who, prio) / ioprio_set(which, who, prio): only the caller
+   * (PRIO_PROCESS = IOPRIO_WHO_PROCESS - 1 = 0, who 0); a process group or a user
+   * would reach the baseline too */
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                          SCMP_A0(SCMP_CMP_NE, 0));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                          SCMP_A0(SCMP_CMP_NE, 1));
+  if (!rc)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
+                          SCMP_A1(SCMP_CMP_NE, 0));
+  return rc;
+}
+
+/* Set by ka_sandbox_command and ka_sandbox_compiler: sb_seccomp_base applies
+ * sb_seccomp_self_only (they get no lock filter, which has it). */
+static int sb_base_self_only;
+
 /* Set by ka_sandbox_command for a GPU command: sb_seccomp_base applies sb_seccomp_gpu_unix. */
 static int sb_cmd_gpu_unix;
 
@@ -735,6 +773,7 @@ static int sb_seccomp_base(char *err, size_t errlen) {
   if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
   int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
   const char *unix_ok = getenv("KA_SANDBOX_UNIX");
+  if (!rc && sb_base_self_only) rc = sb_seccomp_self_only(f);
   if (sb_cmd_gpu_unix) {
     if (!rc) rc = sb_seccomp_gpu_unix(f);
   } else if (unix_ok && !strcmp(unix_ok, "1")) {
@@ -863,32 +902,7 @@ static int sb_seccomp_lock(char *err, size_t errlen) {
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tkill), 0);
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_send_signal), 0);
   if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_open), 0);
-  /* calls that act on another process named by its pid (0 is the caller): its resource
-   * limits (prlimit64 is what setrlimit and getrlimit use, with pid 0), its priority,
-   * CPUs, scheduling or memory placement. The baseline's module process and the runner
-   * are processes of the same user: lowering their limits ended the baseline (an
-   * unscored INFRA_ERROR), and a lower priority would slow the baseline's timed calls. */
-  static const int self_only[] = {SCMP_SYS(prlimit64),          SCMP_SYS(sched_setaffinity),
-                                  SCMP_SYS(sched_setscheduler), SCMP_SYS(sched_setparam),
-                                  SCMP_SYS(sched_setattr),      SCMP_SYS(migrate_pages),
-                                  SCMP_SYS(move_pages)};
-  for (size_t i = 0; i < sizeof self_only / sizeof self_only[0] && !rc; i++)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), self_only[i], 1, SCMP_A0(SCMP_CMP_NE, 0));
-  /* setpriority(which, who, prio) / ioprio_set(which, who, prio): only the caller
-   * (PRIO_PROCESS = IOPRIO_WHO_PROCESS - 1 = 0, who 0); a process group or a user
-   * would reach the baseline too */
-  if (!rc)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
-                          SCMP_A0(SCMP_CMP_NE, 0));
-  if (!rc)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(setpriority), 1,
-                          SCMP_A1(SCMP_CMP_NE, 0));
-  if (!rc)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
-                          SCMP_A0(SCMP_CMP_NE, 1));
-  if (!rc)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioprio_set), 1,
-                          SCMP_A1(SCMP_CMP_NE, 0));
+  if (!rc) rc = sb_seccomp_self_only(f);
   /* another process's memory or performance counters, System V IPC and POSIX message
    * queues, which outlive the evaluation and are shared by every process of the machine
    * (no file path, so Landlock does not see them), and timers */
@@ -989,6 +1003,7 @@ void ka_sandbox_lock_inherited(void) {
 
 int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  sb_base_self_only = 1;
   int rc = KA_OK;
   if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMPILER, err, errlen);
   if (rc == KA_OK && sb_drop_caps() != 0)
@@ -1052,10 +1067,14 @@ int ka_sandbox_command(const char *workdir, const char *const *nodes, const char
                        char *err, size_t errlen) {
   if (!nodes) return ka_sandbox_compiler(workdir, err, errlen);
   sb_cmd_nodes = nodes, sb_cmd_ro = ro;
+  sb_base_self_only = 1;
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   int rc = KA_OK;
   if (sb_cmd_pidns && getpid() == 1 && sb_cmd_own_proc() != 0)
     return ka_seterr(err, errlen, KA_ESYS, "the command's own /proc: %s", strerror(errno));
+  /* in its own PID namespace no other process can be named (ESRCH): the calls on
+   * other threads of its own, which CUDA or OpenMP may make, stay allowed */
+  if (sb_cmd_proc_rw) sb_base_self_only = 0;
   sb_cmd_gpu_unix = 1;
   if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMMAND, err, errlen);
   if (rc == KA_OK && sb_drop_caps() != 0)
