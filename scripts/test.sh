@@ -11,8 +11,9 @@
 # alone (RUN_SERIAL).
 #   fast      ctest -L fast in build/ (about 30 s on 2 cores)
 #   format    ctest -L format: clang-format --dry-run --Werror over the C sources
-#   sanitize  an ASan + UBSan build in build-asan/ (-DKA_SANITIZER=address,undefined),
-#             LeakSanitizer on, running the fast lane's tests there (ctest -L sanitize)
+#   sanitize  an ASan + UBSan build in build-asan/ (-DKA_SANITIZER=address,undefined; the
+#             programs of the fast lane's tests only, target ka_fast_lane), LeakSanitizer
+#             on, running the fast lane's tests there (ctest -L sanitize)
 #   full      every test in build/; the tests of lanes fast and format are not run again
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
@@ -68,11 +69,12 @@ build_main() {
   KA_BUILD_DIR=$BUILD ./scripts/build.sh -DKA_WERROR=ON || main_rc=1
   return "$main_rc"
 }
-build_asan() {
+build_asan() { # only the programs the fast lane's tests run (tests/lanes.cmake ka_fast_lane)
   [ -z "${asan_rc:-}" ] || return "$asan_rc"
   asan_rc=0
-  KA_BUILD_DIR=$ASAN ./scripts/build.sh -DKA_WERROR=ON -DKA_SANITIZER=address,undefined ||
-    asan_rc=1
+  { cmake -S . -B "$ASAN" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKA_WERROR=ON \
+    -DKA_SANITIZER=address,undefined >/dev/null &&
+    cmake --build "$ASAN" -j"$(nproc)" --target ka_fast_lane; } || asan_rc=1
   return "$asan_rc"
 }
 build_fuzz() { # the libFuzzer targets (fuzz/run.sh) only, in their own clang build folder
