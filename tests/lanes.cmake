@@ -2,7 +2,7 @@
 # every test of this folder (the fuzz targets' fuzz_short is in fuzz/, its own lane).
 #
 #   fast      unit and protocol tests and one short host episode: the day-to-day lane,
-#             under 60 s on a 2-core machine with `ctest -L fast -j2`
+#             under 60 s on a 2-core machine with `ctest -L fast -j4` (two slots per core)
 #   full      every test (also those of the fast and format lanes)
 #   sanitize  the fast lane, labelled so only in a build with -DKA_SANITIZER=... (the
 #             sanitize build folder, scripts/test.sh sanitize), with LeakSanitizer on and
