@@ -25,7 +25,9 @@ typedef struct pf_item {
   size_t len;
   double queued_at; /* ka_now_s() */
   size_t bytes;     /* the cache bytes of its entries (ka_ref_entry_bytes) */
-  char key[192];    /* task, version, input seed: its entries */
+  char key[192];    /* task, version, input seed: its entries (never logged: the seed
+                       is the secret's) */
+  char name[96];    /* its job id, for the log */
 } pf_item;
 
 static pthread_mutex_t pf_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -78,6 +80,11 @@ static size_t pf_job_bytes(const ka_exec_config *cfg, const Kernelarena__V1__Job
   return total;
 }
 
+/* Says on stderr (cfg->verbose) that prefetch job `name` was dropped, and why. */
+static void pf_say_dropped(const ka_exec_config *cfg, const char *name, const char *why) {
+  if (cfg && cfg->verbose) fprintf(stderr, "gpuexec: prefetch %s dropped: %s\n", name, why);
+}
+
 /* Removes queue slot i (0: the oldest) and frees its job. Under pf_mu. */
 static void pf_remove(int i) {
   int at = (pf_head + i) % KA_PREFETCH_QUEUE;
@@ -93,6 +100,7 @@ static void pf_remove(int i) {
 static void pf_drop_aged(double now) {
   for (int i = pf_n - 1; i >= 0; i--)
     if (now - pf_q[(pf_head + i) % KA_PREFETCH_QUEUE].queued_at > pf_max_age(pf_cfg)) {
+      pf_say_dropped(pf_cfg, pf_q[(pf_head + i) % KA_PREFETCH_QUEUE].name, "past its age bound");
       pf_remove(i);
       pf_counts.aged++;
     }
@@ -178,6 +186,7 @@ void ka_prefetch_queue(const ka_exec_config *cfg, const Kernelarena__V1__Job *jo
   ka_refcache_stats(cfg->ref_cache, &st);
   pf_item it = {.queued_at = ka_now_s(), .bytes = pf_job_bytes(cfg, job)};
   pf_key(cfg, job, it.key, sizeof it.key);
+  snprintf(it.name, sizeof it.name, "%s", job->job_id ? job->job_id : "?");
   pthread_mutex_lock(&pf_mu);
   if (!pf_start(cfg)) {
     pthread_mutex_unlock(&pf_mu);
@@ -187,17 +196,20 @@ void ka_prefetch_queue(const ka_exec_config *cfg, const Kernelarena__V1__Job *jo
   if (pf_find(it.key) >= 0 || !strcmp(pf_running_key, it.key)) { /* a GRPO group: its
                                                                      rollouts share them */
     pf_counts.duplicate++;
+    pf_say_dropped(cfg, it.name, "the same entries are queued or running");
     pthread_mutex_unlock(&pf_mu);
     return;
   }
   if (it.bytes > st.budget) { /* it would evict its own first entries */
     pf_counts.full++;
+    pf_say_dropped(cfg, it.name, "larger than the reference cache");
     pthread_mutex_unlock(&pf_mu);
     return;
   }
   /* room: the oldest go (their episodes waited longest: their first step is likelier
    * to have come already) */
   while (pf_n && (pf_n == KA_PREFETCH_QUEUE || pf_bytes + it.bytes > st.budget)) {
+    pf_say_dropped(cfg, pf_q[pf_head].name, "the queue is full");
     pf_remove(0);
     pf_counts.full++;
   }
@@ -222,6 +234,7 @@ void ka_prefetch_supersede(const ka_exec_config *cfg, const Kernelarena__V1__Job
   pthread_mutex_lock(&pf_mu);
   int i = pf_find(key);
   if (i >= 0) {
+    pf_say_dropped(cfg, pf_q[(pf_head + i) % KA_PREFETCH_QUEUE].name, "its step came first");
     pf_remove(i);
     pf_counts.superseded++;
   }

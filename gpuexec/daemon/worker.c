@@ -1794,7 +1794,10 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     free(ev);
     ka_devlock lock = {.m = -1, .t = -1};
     wk_lock_fds(dev, &lock.m, &lock.t);
+    int host = !strcmp(dev->backend, "host"); /* its commands time on the CPU */
+    if (host) ka_prefetch_pause();
     ka_command_evaluate(cfg, dev, job, ct, &lock, res);
+    if (host) ka_prefetch_resume();
     ka_devlock_release(&lock);
     if (lock.m >= 0) close(lock.m), close(lock.t);
     return;
