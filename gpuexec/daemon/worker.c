@@ -875,6 +875,7 @@ static int wk_check_job(wk_eval *ev, Kernelarena__V1__Result *res, char *err, si
   return KA_OK;
 }
 
+/* The correctness inputs' seed of job (gpuexec.h): evaluations and prefetches alike. */
 uint64_t ka_job_input_seed(const ka_exec_config *cfg, const Kernelarena__V1__Job *job) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   uint64_t problem = job->problem_seed ? job->problem_seed : job->seed;
