@@ -121,7 +121,8 @@ static void pf_run(const pf_item *it) {
     char err[512] = "";
     double ms = 0;
     rc = ka_prefetch(pf_cfg, job, &ms, err, sizeof err);
-    if (pf_cfg->verbose || rc)
+    /* no room and too old are the bounds at work: said with --verbose only */
+    if (pf_cfg->verbose || (rc && rc != KA_EUNAVAIL && rc != KA_ETIMEDOUT))
       fprintf(stderr, "gpuexec: prefetch %s (%s): %s in %.1f ms%s%s\n", job->job_id, job->task_id,
               rc ? "failed" : "references ready", ms, rc ? ": " : "", rc ? err : "");
     kernelarena__v1__job__free_unpacked(job, NULL);
