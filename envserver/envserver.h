@@ -158,8 +158,15 @@ void es_prefetch_push(es_jobs *q, const char *ep_id, const ka_task *task, uint64
  * (closed meanwhile, or their first step submitted) are dropped on the way. */
 es_prefetch *es_prefetch_take(es_jobs *q, const es_pb_device *d,
                               int (*open)(void *arg, const char *ep_id), void *arg);
-/* The Job of a prefetch (Job.prefetch) in arena memory. */
+/* The Job of a prefetch (Job.prefetch) in arena memory: the seeds of the episode's first
+ * step's Job (es_step_seed), so that any input-seed derivation of the executor's
+ * (fixed inputs included) draws that step's inputs. */
 Kernelarena__V1__Job *es_prefetch_to_pb(es_arena *a, const es_prefetch *p);
+
+/* The job seed of step `step` (1, 2, ...) of an episode of seed ep_seed: what its Job
+ * carries as `seed` (the timed calls' secrets mix it in; a reproducible re-score and
+ * the Reset prefetch, which is step 1's, use the same). */
+uint64_t es_step_seed(uint64_t ep_seed, int step);
 
 /* Creates a job for step `step` of ep, taking ownership of files. */
 es_job *es_job_new(struct es_episode *ep, int step, uint64_t seed, es_fileset *files);

@@ -626,7 +626,7 @@ int es_ep_step_admit(es_server *s, const Kernelarena__V1__StepRequest *rq, es_ar
     return KA_ETOOBIG;
   }
   int step = ep->steps + 1;
-  es_job *job = es_job_new(ep, step, ka_mix64(ep->seed, (uint64_t)step), &set);
+  es_job *job = es_job_new(ep, step, es_step_seed(ep->seed, step), &set);
   job->enqueued_at = ka_now_s();
   es_jobs_enqueue(&s->jobs, job);
   ep->inflight = job;

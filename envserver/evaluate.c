@@ -141,7 +141,7 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
                      "task %s of episode %s is not loaded on this server", er->task_id, er->id);
       return KA_ENOENT;
     }
-    seed = ka_mix64(er->seed, (uint64_t)step);
+    seed = es_step_seed(er->seed, step);
     problem_seed = er->seed; /* the episode's correctness inputs, as its steps had */
   } else {
     t = ka_registry_find(s->reg, rq->task_id);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data.h"
 #include "envserver.h"
 
 #define JOB_REAP_S 600.0 /* forget idle workers not seen for this long */
@@ -16,6 +17,10 @@ static atomic_size_t job_held_bytes; /* files of every job not yet freed */
 
 size_t es_jobs_held_bytes(void) {
   return atomic_load(&job_held_bytes);
+}
+
+uint64_t es_step_seed(uint64_t ep_seed, int step) {
+  return ka_mix64(ep_seed, (uint64_t)step);
 }
 
 es_job *es_job_new(es_episode *ep, int step, uint64_t seed, es_fileset *files) {
@@ -281,7 +286,7 @@ Kernelarena__V1__Job *es_prefetch_to_pb(es_arena *a, const es_prefetch *p) {
   pj->job_id = es_arena_strdup(a, id);
   pj->task_id = es_arena_strdup(a, p->task->id);
   pj->task_version = es_arena_strdup(a, p->task->version);
-  pj->seed = p->problem_seed;
+  pj->seed = es_step_seed(p->problem_seed, 1); /* the first step's job (es_ep_step) */
   pj->problem_seed = p->problem_seed;
   pj->timeout_s = p->task->timeout_s;
   pj->prefetch = 1;

@@ -25,6 +25,7 @@ set(KA_FAST_TESTS
     common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
     python_text triton_reset triton_tasks instruction_tasks torch_tasks torchproc command_task tls_url
+    prefetch_queue
     triton_driver)
 set(KA_TIMING_TESTS e2e_speedup agents_experiment)
 # tests under the profile that assert that something ends within a fixed time, and run

@@ -828,6 +828,7 @@ static void phase3(const char *bin, const char *tasks) {
   free_resp(sr);
   const char *eps[1] = {ep2};
   const uint64_t seeds[1] = {2222};
+  uint64_t pf_seed = 0; /* the prefetch's Job.seed: its first step's (es_step_seed) */
   for (int i = 0; i < 1; i++) {
     if (i) exec_send_pf(e, wid, 1, NULL, 3000); /* no result: it holds no job */
     hold = exec_recv(e);
@@ -841,6 +842,7 @@ static void phase3(const char *bin, const char *tasks) {
               job->problem_seed == seeds[i] && job->n_files == 0,
           "prefetch %d: %s seed %llu files %zu", i, job->job_id,
           (unsigned long long)job->problem_seed, job->n_files);
+    pf_seed = job->seed;
     kernelarena__v1__exec_response__free_unpacked(hold, NULL);
   }
   exec_send_pf(e, wid, 1, NULL, 300); /* no result: it holds no job */
@@ -859,6 +861,12 @@ static void phase3(const char *bin, const char *tasks) {
   job = hold->assignment->job;
   snprintf(step_job, sizeof step_job, "%s/1", ep2);
   CHECK(!job->prefetch && !strcmp(job->job_id, step_job), "ep2's step: %s", job->job_id);
+  /* the same seeds as its prefetch, so that every input-seed derivation of an executor
+   * (fixed inputs included: Job.seed alone) draws what the prefetch drew */
+  CHECK(job->seed == pf_seed && job->problem_seed == 2222,
+        "ep2's step: seed %#llx problem seed %llu; its prefetch had seed %#llx",
+        (unsigned long long)job->seed, (unsigned long long)job->problem_seed,
+        (unsigned long long)pf_seed);
   make_result(&res, cr, cv, step_job, KERNELARENA__V1__STATUS__OK);
   res.attempt = job->attempt;
   exec_send_pf(e, wid, 1, &res, 300);

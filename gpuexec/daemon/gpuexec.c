@@ -416,6 +416,7 @@ static void *gx_worker_main(void *arg) {
       if (w->cfg->verbose)
         fprintf(stderr, "gpuexec: %s: job %s (%s)\n", w->id, job->job_id, job->task_id);
       gx_heartbeat_set(w, job->job_id, job->attempt);
+      ka_prefetch_supersede(w->cfg, job); /* it draws the same entries itself */
       ka_evaluate(w->cfg, w->dev, job, &pending);
       gx_heartbeat_set(w, NULL, 0);
       pending.attempt = job->attempt; /* the dispatch this result answers */

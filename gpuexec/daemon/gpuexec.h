@@ -45,7 +45,9 @@ typedef struct ka_exec_config {
    * venv's bin (gpuexec --command-path; command.c) */
   const char *command_path;
 
-  int no_prefetch; /* gpuexec --no-prefetch: its workers take no reference prefetches */
+  int no_prefetch;           /* gpuexec --no-prefetch: its workers take no reference prefetches */
+  double prefetch_max_age_s; /* a queued prefetch older than this is dropped (prefetch.c;
+                                <= 0: KA_PREFETCH_MAX_AGE_S) */
 } ka_exec_config;
 
 /* Evaluates one job on one device in a fresh ka-runner process and fills *res
@@ -62,22 +64,78 @@ void ka_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
  * called ka_evaluate. */
 void ka_evaluate_finish(const ka_exec_config *cfg);
 
+/* The input seed of job's correctness inputs, the key of their reference-cache entries
+ * (refcache.h): the job's problem seed (else its seed) mixed with the executor's secret;
+ * a reproducible job's without the secret; with cfg->fixed_inputs (ka-validate) the job's
+ * seed. Evaluations and prefetches both derive it here (worker.c). Thread safe. */
+uint64_t ka_job_input_seed(const ka_exec_config *cfg, const Kernelarena__V1__Job *job);
+
 /* A reference prefetch (Job.prefetch, issue 15): draws the correctness inputs of the
- * job's cases from its problem seed as a step of the same (task, problem seed) would
- * (wk_seeds) and computes their reference outputs into cfg->ref_cache, so that step finds
- * them there. Starts no runner and makes no Result. *ms (may be NULL): the time it took.
- * KA_OK; KA_EINVAL for a task it does not know or a command task; the error of the cache
- * or of the task's reference otherwise, with the reason in err. A failure changes
- * nothing: the step computes what is missing itself. Thread safe. */
+ * job's cases from its input seed as a step of the same (task, seeds) would
+ * (ka_job_input_seed) and computes their reference outputs into cfg->ref_cache, so that
+ * step finds them there, one case at a time between ka_prefetch_unit_begin and _end.
+ * Entries it makes are speculative (ka_ref_acquire_prefetch): it never evicts an entry
+ * an evaluation made or holds, and stops with KA_EUNAVAIL when the cache has no room
+ * beside them. Starts no runner and makes no Result. *ms (may be NULL): the time it
+ * took. KA_OK; KA_EINVAL for a task it does not know or a command task; KA_ETIMEDOUT when
+ * it waited past its age bound (ka_prefetch_unit_begin); the error of the cache or of
+ * the task's reference otherwise, with the reason in err. A failure changes nothing:
+ * the step computes what is missing itself. Thread safe. */
 int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, double *ms, char *err,
                 size_t errlen);
 
-/* Queues a copy of a prefetch job for the executor's prefetch thread (prefetch.c), which
- * runs ka_prefetch at the lowest CPU priority, one job at a time, oldest first; a full
- * queue (KA_PREFETCH_QUEUE) drops its oldest. Returns at once: the worker polls again.
- * Thread safe. */
+/* The executor's prefetch queue (prefetch.c): one thread runs the queued jobs with
+ * ka_prefetch at the lowest CPU priority, oldest first, and takes none while a host
+ * runner is in flight (ka_prefetch_pause). Bounds (docs/protocol.md,
+ * "Reference prefetch"): at most KA_PREFETCH_QUEUE jobs and at most the reference
+ * cache's budget of entry bytes queued (the oldest dropped to make room; a job larger
+ * than the budget alone is not queued); a job whose entries (task, version, input seed)
+ * are queued already is not queued again; one queued longer than cfg->prefetch_max_age_s
+ * is dropped; ka_prefetch_supersede drops those a step makes useless. */
 #define KA_PREFETCH_QUEUE 16
+#define KA_PREFETCH_MAX_AGE_S 30.0
+
+/* Queues a copy of a prefetch job (see above); nothing without cfg->ref_cache. Returns
+ * at once: the worker polls again. Thread safe. */
 void ka_prefetch_queue(const ka_exec_config *cfg, const Kernelarena__V1__Job *job);
+
+/* Drops the queued prefetch of the entries (task, version, input seed) of job, a step
+ * or Evaluate about to run on this executor: it draws them itself (or waits for a
+ * prefetch computing them now). Thread safe. */
+void ka_prefetch_supersede(const ka_exec_config *cfg, const Kernelarena__V1__Job *job);
+
+/* Host-backend evaluations (their timed calls run on the CPU, where any other work is
+ * noise): ka_prefetch_pause before the runner starts raises the count of such runners in
+ * flight and waits until no prefetch unit (one case: its inputs drawn, its reference
+ * computed) is running, so none runs beside the runner's calls; ka_prefetch_resume
+ * after its result lowers it, and at 0 prefetches go on. The wait is one unit at most
+ * (host/gelu's largest case: about 0.1 s here). With KA_PREFETCH_GATE=0 in gpuexec's
+ * environment (read once; for bench/prefetch_host_noise.sh's "before" column) neither
+ * waits. Thread safe. */
+void ka_prefetch_pause(void);
+void ka_prefetch_resume(void);
+
+/* Brackets one unit of prefetch work (ka_prefetch, one case). _begin waits while a host
+ * runner is in flight (ka_prefetch_pause); KA_OK, or KA_ETIMEDOUT when the job being run
+ * by the prefetch thread passed its age bound meanwhile (then call no _end). Thread safe. */
+int ka_prefetch_unit_begin(void);
+void ka_prefetch_unit_end(void);
+
+/* What the prefetch queue did since the process started (a snapshot). */
+typedef struct ka_prefetch_counts {
+  long queued;     /* jobs queued */
+  long done;       /* jobs run to the end with KA_OK */
+  long failed;     /* run and failed (no room in the cache included) */
+  long duplicate;  /* not queued: the same entries were queued already */
+  long superseded; /* dropped for a step of the same entries (ka_prefetch_supersede) */
+  long aged;       /* dropped past the age bound */
+  long full;       /* dropped for room (count or bytes), or larger than the cache */
+  int pending;     /* queued now */
+  int running;     /* 1 while the thread runs a job */
+  int paused;      /* host runners in flight (ka_prefetch_pause) */
+  int in_unit;     /* prefetch units running now (ka_prefetch_unit_begin) */
+} ka_prefetch_counts;
+void ka_prefetch_counts_get(ka_prefetch_counts *out);
 
 /* Kills the process group of every runner still running (gpuexec shutdown). */
 void ka_kill_runners(void);

@@ -18,7 +18,7 @@ struct ka_refcache {
   pthread_mutex_t mu;
   size_t budget, bytes; /* bytes: entries in the list */
   int entries;
-  uint64_t hits, misses;
+  uint64_t hits, misses, prefetch_hits, refused;
   ka_refentry *head, *tail; /* most recently used first */
 };
 
@@ -66,17 +66,34 @@ static void ref_push_front(ka_refcache *c, ka_refentry *e) {
   c->entries++;
 }
 
-/* Evicts unused entries from the tail until the cache fits its budget. Under c->mu. */
+/* Evicts unused entries until the cache fits its budget: speculative ones (a prefetch's
+ * that no evaluation used) first, then the rest, each pass from the tail (least
+ * recently used). Held entries stay. Under c->mu. */
 static void ref_trim(ka_refcache *c) {
-  ka_refentry *e = c->tail;
-  while (e && c->bytes > c->budget) {
-    ka_refentry *prev = e->prev;
-    if (e->refs == 0) {
-      ref_unlink(c, e);
-      ref_free(e);
+  for (int pass = 0; pass < 2 && c->bytes > c->budget; pass++)
+    for (ka_refentry *e = c->tail, *prev; e && c->bytes > c->budget; e = prev) {
+      prev = e->prev;
+      if (e->refs == 0 && (pass == 1 || e->speculative)) {
+        ref_unlink(c, e);
+        ref_free(e);
+      }
     }
-    e = prev;
-  }
+}
+
+/* The cached entry of (t, case_index, seed), or NULL. Under c->mu. */
+static ka_refentry *ref_find(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed) {
+  for (ka_refentry *e = c->head; e; e = e->next)
+    if (e->task == t && e->case_index == case_index && e->seed == seed) return e;
+  return NULL;
+}
+
+/* The bytes a prefetch may fill: the budget less the entries it may not evict (held,
+ * or made or used by an evaluation). Under c->mu. */
+static size_t ref_room(const ka_refcache *c) {
+  size_t keep = 0;
+  for (const ka_refentry *e = c->head; e; e = e->next)
+    if (e->refs > 0 || !e->speculative) keep += e->cost;
+  return keep >= c->budget ? 0 : c->budget - keep;
 }
 
 void ka_refcache_free(ka_refcache *c) {
@@ -119,6 +136,24 @@ static int ref_input(ka_refentry *e, int k, char *err, size_t errlen) {
   return KA_OK;
 }
 
+/* The bytes an entry of (t, ci) holds: its inputs and its reference outputs (doubles),
+ * as ref_make counts them. */
+static int ref_cost(const ka_task *t, int ci, size_t *cost, char *err, size_t errlen) {
+  *cost = 0;
+  for (int k = 0; k < t->ntensors; k++) {
+    int64_t n;
+    int rc = ka_task_tensor_elems(t, k, &t->cases[ci], &n, err, errlen);
+    if (rc) return rc;
+    *cost += (size_t)n * (t->tensors[k].role == KA_ROLE_INPUT ? ka_dtype_size(t->tensors[k].dtype)
+                                                              : sizeof(double));
+  }
+  return KA_OK;
+}
+
+int ka_ref_entry_bytes(const ka_task *t, int case_index, size_t *bytes, char *err, size_t errlen) {
+  return ref_cost(t, case_index, bytes, err, errlen);
+}
+
 /* A new entry with its inputs drawn and sealed (reference not computed). */
 static int ref_make(const ka_task *t, int ci, uint64_t seed, ka_refentry **out, char *err,
                     size_t errlen) {
@@ -152,16 +187,18 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
   *out = NULL;
   if (c) {
     pthread_mutex_lock(&c->mu);
-    for (ka_refentry *e = c->head; e; e = e->next)
-      if (e->task == t && e->case_index == case_index && e->seed == seed) {
-        ref_unlink(c, e);
-        ref_push_front(c, e);
-        e->refs++;
-        c->hits++;
-        pthread_mutex_unlock(&c->mu);
-        *out = e;
-        return KA_OK;
-      }
+    ka_refentry *e = ref_find(c, t, case_index, seed);
+    if (e) {
+      ref_unlink(c, e);
+      ref_push_front(c, e);
+      e->refs++;
+      c->hits++;
+      if (e->speculative) c->prefetch_hits++;
+      e->speculative = 0; /* an evaluation's now: no prefetch evicts it */
+      pthread_mutex_unlock(&c->mu);
+      *out = e;
+      return KA_OK;
+    }
     c->misses++;
     pthread_mutex_unlock(&c->mu);
   }
@@ -172,11 +209,10 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
   if (c) {
     pthread_mutex_lock(&c->mu);
     /* another thread may have made the same entry meanwhile: keep one */
-    ka_refentry *twin = NULL;
-    for (ka_refentry *x = c->head; x && !twin; x = x->next)
-      if (x->task == t && x->case_index == case_index && x->seed == seed) twin = x;
+    ka_refentry *twin = ref_find(c, t, case_index, seed);
     if (twin) {
       twin->refs++;
+      twin->speculative = 0;
       pthread_mutex_unlock(&c->mu);
       ref_free(e);
       *out = twin;
@@ -189,6 +225,51 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
     pthread_mutex_unlock(&c->mu);
   }
   *out = e;
+  return KA_OK;
+}
+
+int ka_ref_acquire_prefetch(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                            ka_refentry **out, char *err, size_t errlen) {
+  *out = NULL;
+  if (!c) return ka_seterr(err, errlen, KA_EINVAL, "a prefetch needs a reference cache");
+  size_t cost;
+  int rc = ref_cost(t, case_index, &cost, err, errlen);
+  if (rc) return rc;
+  pthread_mutex_lock(&c->mu);
+  ka_refentry *e = ref_find(c, t, case_index, seed);
+  if (e) { /* its first step is coming: keep it fresh */
+    ref_unlink(c, e);
+    ref_push_front(c, e);
+    e->refs++;
+    pthread_mutex_unlock(&c->mu);
+    *out = e;
+    return KA_OK;
+  }
+  int fits = cost <= ref_room(c);
+  if (!fits) c->refused++;
+  pthread_mutex_unlock(&c->mu);
+  if (!fits)
+    return ka_seterr(err, errlen, KA_EUNAVAIL,
+                     "no room in the reference cache beside the evaluations' entries (%zu bytes "
+                     "needed)",
+                     cost);
+  if ((rc = ref_make(t, case_index, seed, &e, err, errlen))) return rc;
+  e->refs = 1;
+  pthread_mutex_lock(&c->mu);
+  ka_refentry *twin = ref_find(c, t, case_index, seed); /* made meanwhile: keep one */
+  if (twin) twin->refs++;
+  /* the evaluations' entries may have grown meanwhile: check again */
+  fits = twin || e->cost <= ref_room(c);
+  if (!twin && fits) {
+    e->speculative = 1;
+    ref_push_front(c, e);
+    ref_trim(c); /* speculative unheld entries only: the room left the rest out */
+  }
+  if (!fits) c->refused++;
+  pthread_mutex_unlock(&c->mu);
+  if (twin || !fits) ref_free(e);
+  *out = twin ? twin : fits ? e : NULL;
+  if (!fits) return ka_seterr(err, errlen, KA_EUNAVAIL, "no room in the reference cache");
   return KA_OK;
 }
 
@@ -348,9 +429,15 @@ void ka_ref_release(ka_refcache *c, ka_refentry *e) {
   if (gone) ref_free(e);
 }
 
-void ka_refcache_stats(ka_refcache *c, int *entries, size_t *bytes, uint64_t *hits,
-                       uint64_t *misses) {
+void ka_refcache_stats(ka_refcache *c, ka_refstats *out) {
   pthread_mutex_lock(&c->mu);
-  *entries = c->entries, *bytes = c->bytes, *hits = c->hits, *misses = c->misses;
+  *out = (ka_refstats){.entries = c->entries,
+                       .bytes = c->bytes,
+                       .budget = c->budget,
+                       .hits = c->hits,
+                       .misses = c->misses,
+                       .prefetch_hits = c->prefetch_hits,
+                       .refused = c->refused};
+  for (ka_refentry *e = c->head; e; e = e->next) out->speculative += e->speculative;
   pthread_mutex_unlock(&c->mu);
 }

@@ -41,6 +41,7 @@ typedef struct ka_refentry {
   int ready;       /* reference computed */
   int uncacheable; /* its reference has NaN or Inf: dropped when the last holder lets go */
   int refs;        /* holders */
+  int speculative; /* made by a prefetch and not yet used by an evaluation */
   int cached;      /* in the cache's list */
   struct ka_refentry *prev, *next;
 } ka_refentry;
@@ -59,6 +60,11 @@ void ka_refcache_free(ka_refcache *c);
 int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
                    ka_refentry **out, char *err, size_t errlen);
 
+/* *bytes: what an entry of (t, case_index) holds (its inputs and its reference outputs
+ * as doubles), as the cache counts it. KA_OK or the error of the case's sizes, the
+ * reason in err. */
+int ka_ref_entry_bytes(const ka_task *t, int case_index, size_t *bytes, char *err, size_t errlen);
+
 /* Computes e's reference outputs with fn unless done already (by this or another
  * holder: concurrent callers wait for the first); a task with reference.split is
  * computed in slices on several threads (ka_ref_reference_parts). Returns KA_OK or
@@ -71,11 +77,28 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
  * without a split is computed in one piece; one with fewer rows than parts, a row a part. */
 int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts);
 
-/* Releases a hold from ka_ref_acquire; the entry stays cached within the budget. */
+/* As ka_ref_acquire for a reference prefetch (ka_prefetch): an entry found is held as
+ * it is; one made is marked speculative until an evaluation acquires it. A prefetch never
+ * evicts an entry that an evaluation made or used, held or not: it makes an entry only
+ * when it fits the budget beside them, evicting other speculative entries no one holds
+ * (oldest first); else KA_EUNAVAIL ("no room"), nothing made or evicted. Other errors
+ * as ka_ref_acquire. c must not be NULL (KA_EINVAL). */
+int ka_ref_acquire_prefetch(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                            ka_refentry **out, char *err, size_t errlen);
+
+/* Releases a hold from ka_ref_acquire; the entry stays cached within the budget
+ * (trimming evicts unheld speculative entries first, then the least recently used). */
 void ka_ref_release(ka_refcache *c, ka_refentry *e);
 
-/* Entries and bytes in the cache now, and lookups that found an entry (statistics). */
-void ka_refcache_stats(ka_refcache *c, int *entries, size_t *bytes, uint64_t *hits,
-                       uint64_t *misses);
+/* The cache's statistics (a snapshot). */
+typedef struct ka_refstats {
+  int entries;            /* in the cache now */
+  int speculative;        /* of them made by a prefetch, no evaluation's yet */
+  size_t bytes, budget;   /* bytes of the entries in the cache; the budget */
+  uint64_t hits, misses;  /* ka_ref_acquire lookups (evaluations) */
+  uint64_t prefetch_hits; /* of the hits, on an entry a prefetch made */
+  uint64_t refused;       /* ka_ref_acquire_prefetch calls refused for room */
+} ka_refstats;
+void ka_refcache_stats(ka_refcache *c, ka_refstats *out);
 
 #endif

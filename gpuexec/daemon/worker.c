@@ -875,26 +875,29 @@ static int wk_check_job(wk_eval *ev, Kernelarena__V1__Result *res, char *err, si
   return KA_OK;
 }
 
-/* The seeds (docs/integrity.md, property 2): the correctness inputs from the job's
- * problem seed and the executor's secret (shared by an episode's steps, refcache.h),
- * everything of the timed calls (their inputs, poison, which are verified) from a secret
- * drawn for this evaluation alone; ka-validate (fixed_inputs) and a reproducible Evaluate
- * (Job.reproducible, admin only): the job's seeds alone. */
-static void wk_seeds(wk_eval *ev) {
+/* The correctness inputs' seed of job (gpuexec.h): evaluations and prefetches alike. */
+uint64_t ka_job_input_seed(const ka_exec_config *cfg, const Kernelarena__V1__Job *job) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  const Kernelarena__V1__Job *job = ev->job;
-  if (ev->cfg->fixed_inputs) {
-    ev->in_seed = job->seed;
-    ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
-    return;
-  }
-  if (job->reproducible) { /* admin only (envserver/evaluate.c): no secret at all */
-    ev->in_seed = ka_mix64(job->problem_seed ? job->problem_seed : job->seed, 0x726570726fULL);
-    ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
-    return;
-  }
+  uint64_t problem = job->problem_seed ? job->problem_seed : job->seed;
+  if (cfg->fixed_inputs) return job->seed;
+  if (job->reproducible) return ka_mix64(problem, 0x726570726fULL); /* admin only: no secret */
   pthread_once(&once, wk_secret_init);
-  ev->in_seed = ka_mix64(job->problem_seed ? job->problem_seed : job->seed, wk_secret);
+  return ka_mix64(problem, wk_secret);
+}
+
+/* The seeds (docs/integrity.md, property 2): the correctness inputs from the job's
+ * problem seed and the executor's secret (ka_job_input_seed: shared by an episode's steps
+ * and its Reset prefetch, refcache.h), everything of the timed calls (their inputs,
+ * poison, which are verified) from a secret drawn for this evaluation alone; ka-validate
+ * (fixed_inputs) and a reproducible Evaluate (Job.reproducible, admin only): the job's
+ * seeds alone. */
+static void wk_seeds(wk_eval *ev) {
+  const Kernelarena__V1__Job *job = ev->job;
+  ev->in_seed = ka_job_input_seed(ev->cfg, job);
+  if (ev->cfg->fixed_inputs || job->reproducible) {
+    ev->eval_secret = ka_mix64(job->seed, 0x6576616c);
+    return;
+  }
   if (getrandom(&ev->eval_secret, sizeof ev->eval_secret, 0) != (ssize_t)sizeof ev->eval_secret)
     ev->eval_secret = ka_mix64((uint64_t)(ka_now_s() * 1e9), (uint64_t)getpid());
 }
@@ -1770,10 +1773,16 @@ int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, doub
   if (rc == KA_OK) wk_seeds(ev); /* the step's derivation: the same cache entries */
   for (int i = 0; rc == KA_OK && i < ev->t->ncases + ev->t->nheld; i++) {
     if (ev->t->cases[i].held_out && !job->include_held_out) continue;
+    /* a case at a time, none while a host evaluation's runner works (prefetch.c) */
+    if ((rc = ka_prefetch_unit_begin()) != KA_OK) {
+      snprintf(err, errlen, "dropped: it waited past its age bound");
+      break;
+    }
     ka_refentry *e = NULL;
-    rc = ka_ref_acquire(cfg->ref_cache, ev->t, i, ev->in_seed, &e, err, errlen);
+    rc = ka_ref_acquire_prefetch(cfg->ref_cache, ev->t, i, ev->in_seed, &e, err, errlen);
     if (rc == KA_OK) rc = ka_ref_reference(e, ev->ref);
     if (e) ka_ref_release(cfg->ref_cache, e);
+    ka_prefetch_unit_end();
   }
   if (rc && res.message && !err[0]) snprintf(err, errlen, "%s", res.message);
   ka_result_clear(&res);
@@ -1804,7 +1813,10 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     free(ev);
     ka_devlock lock = {.m = -1, .t = -1};
     wk_lock_fds(dev, &lock.m, &lock.t);
+    int host = !strcmp(dev->backend, "host"); /* its commands time on the CPU */
+    if (host) ka_prefetch_pause();
     ka_command_evaluate(cfg, dev, job, ct, &lock, res);
+    if (host) ka_prefetch_resume();
     ka_devlock_release(&lock);
     if (lock.m >= 0) close(lock.m), close(lock.t);
     return;
@@ -1828,6 +1840,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   /* the trial pipe (wk_early) */
   int gpu = strcmp(dev->backend, "host") != 0, trial[2] = {-1, -1};
   if (rc == KA_OK && pipe2(trial, O_CLOEXEC) != 0) trial[0] = trial[1] = -1;
+  int hold = !gpu && rc == KA_OK; /* a host runner's calls: no prefetch beside them */
+  if (hold) ka_prefetch_pause();
   if (rc == KA_OK)
     rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, trial[1], res, err, sizeof err);
   if (trial[1] >= 0) close(trial[1]); /* the runner has its own */
@@ -1848,6 +1862,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
      * in nothing of the runner's exit changes the verdict */
     int left = 0;
     rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
+    if (hold) ka_prefetch_resume(), hold = 0;
     wk_early_end(&early);
     if (left && ev->locked)
       wk_finish_detached(cfg, dev, &ch);
@@ -1879,6 +1894,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     wk_truncate(&res->compile_log, WK_LOG_MAX);
     ka_sb_free(&result);
   }
+  if (hold) ka_prefetch_resume(); /* the runner did not start */
   free(jbuf);
   res->wall_s = ka_now_s() - t0;
   /* what is left (its buffers, its folder; the next runner to warm) is for after the
