@@ -87,7 +87,7 @@ set(KA_FAST_TARGETS
     envserver gpuexec ka-runner ka-validate envctl ka_backend_cuda ka_backend_hip
     adversarial_list common_test devlock_test torchproc_test runner_seeds_test
     command_task_test tls_url_test sandbox_test nvrtc_compile_test hip_compile_test
-    server_protocol_test client_kaclient_test triton_reset_test)
+    server_protocol_test client_kaclient_test triton_reset_test prefetch_test)
 add_custom_target(ka_fast_lane)
 foreach(tg ${KA_FAST_TARGETS})
   if(TARGET ${tg})
