@@ -166,54 +166,173 @@ static void srv_heartbeat(srv_ctx *c, Kernelarena__V1__ExecRequest *rq) {
   es_server_send(c, reply);
 }
 
-void srv_exec_request(srv_ctx *c, nng_msg *m) {
-  es_server *s = c->sk->s;
-  srv_outbox out = {0};
+/* Decodes an executor request off the wire and frees m: *rid is its request id (salvaged
+ * from the bytes when it does not decode), *pipe_id the connection's, and bytes that are
+ * not UTF-8 are replaced by '?'. Returns the request (the caller frees it), or NULL when
+ * m is not an ExecRequest. */
+static Kernelarena__V1__ExecRequest *srv_exec_decode(es_server *s, nng_msg *m, uint64_t *rid,
+                                                     uint32_t *pipe_id) {
   const uint8_t *body = nng_msg_body(m);
   size_t len = nng_msg_len(m);
   Kernelarena__V1__ExecRequest *rq = kernelarena__v1__exec_request__unpack(NULL, len, body);
-  uint64_t rid = rq ? rq->request_id : srv_salvage_id(body, len);
-  uint32_t pipe_id = nng_pipe_id(nng_msg_get_pipe(m));
+  *rid = rq ? rq->request_id : srv_salvage_id(body, len);
+  *pipe_id = nng_pipe_id(nng_msg_get_pipe(m));
   nng_msg_free(m);
   /* Compiler logs and messages may quote a submission's bytes: stored and echoed only as
    * UTF-8. */
   if (rq && es_pb_utf8_fix(&rq->base))
     es_log(s, "executor request: bytes that are not UTF-8 replaced by '?'");
+  return rq;
+}
+
+/* What is wrong with an executor request rq (NULL: it did not decode) that is not a
+ * heartbeat: not decoded (*code MALFORMED), no poll, a bad worker id, or no device
+ * backend (*code INVALID_ARGUMENT). Returns the message, or NULL for a valid poll. */
+static const char *srv_exec_check(const Kernelarena__V1__ExecRequest *rq,
+                                  Kernelarena__V1__ErrorCode *code) {
+  const Kernelarena__V1__WorkerPoll *poll =
+      rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_POLL ? rq->poll : NULL;
+  *code = KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT;
+  if (!rq) {
+    *code = KERNELARENA__V1__ERROR_CODE__MALFORMED;
+    return "the message is not a valid kernelarena.v1 ExecRequest";
+  }
+  if (!poll) return "the request holds no poll";
+  if (!srv_worker_id_ok(poll->worker_id)) return "worker_id must be 1 to 256 printable bytes";
+  if (!poll->device || !poll->device->backend || !*poll->device->backend)
+    return "the poll must carry the worker's device with its backend";
+  return NULL;
+}
+
+/* Answers the executor request rid on c with the error code and message bad (no lock
+ * held); frees rq (may be NULL). */
+static void srv_exec_refuse(srv_ctx *c, Kernelarena__V1__ExecRequest *rq, uint64_t rid,
+                            Kernelarena__V1__ErrorCode code, const char *bad) {
+  es_server *s = c->sk->s;
+  es_arena a = {0};
+  es_pb_response er = KERNELARENA__V1__RESPONSE__INIT; /* only for es_reply_error */
+  es_reply_error(&a, &er, code, 0, "%s", bad);
+  Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
+  r.request_id = rid;
+  r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_ERROR;
+  r.error = er.error;
+  nng_msg *reply = es_encode(&r.base);
+  es_arena_free(&a);
+  if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
+  pthread_mutex_lock(&s->mtx);
+  c->state = SRV_SEND;
+  pthread_mutex_unlock(&s->mtx);
+  es_server_send(c, reply);
+}
+
+/* A poll of worker w carrying the result res, from connection pipe_id (mtx held): the
+ * job it is for, detached and marked completing, when the result is current and comes
+ * from the connection that took the job; else NULL, counted and logged as stale. */
+static es_job *srv_exec_result(es_server *s, es_worker *w, const Kernelarena__V1__Result *res,
+                               uint32_t pipe_id) {
+  /* a result counts only from the connection that took the job: another peer naming
+   * the same worker id cannot post it */
+  if (es_worker_result_current(w, res->job_id, res->attempt) &&
+      (!w->pipe_id || w->pipe_id == pipe_id)) {
+    es_job *completing = es_jobs_detach(&s->jobs, w);
+    completing->state = ES_JOB_COMPLETING;
+    return completing;
+  }
+  /* a superseded dispatch (the job was re-dispatched after this worker was lost),
+   * or a peer that did not take the job: never recorded */
+  s->jobs.stale_results++;
+  if (w->job && !strcmp(w->job->id, res->job_id) && (!w->pipe_id || w->pipe_id == pipe_id))
+    es_log(s, "worker %s: dropping a stale result for job %s (dispatch %u; current %d)", w->id,
+           res->job_id, res->attempt, w->job->dispatches);
+  else
+    es_log(s,
+           "worker %s: dropping a stale result for job %s, dispatch %u (not the job it "
+           "holds on this connection)",
+           w->id, res->job_id, res->attempt);
+  return NULL;
+}
+
+/* Worker w polls without the result of the job it holds (mtx held): it restarted and
+ * lost it. The job is detached, its step aborted and the step's waiter answered
+ * INTERNAL (retryable) into out. */
+static void srv_exec_lost_job(es_server *s, es_worker *w, srv_outbox *out) {
+  /* It polls without the result of the job it holds: it restarted and lost it. */
+  es_job *lost = es_jobs_detach(&s->jobs, w);
+  char jid[128];
+  snprintf(jid, sizeof jid, "%s", lost->id);
+  srv_ctx *waiter = es_ep_step_abort(s, lost);
+  es_log(s, "worker %s polled again without the result of job %s", w->id, jid);
+  if (waiter)
+    srv_answer_error(waiter, out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                     "executor worker %s dropped job %s; the step was not counted, retry it", w->id,
+                     jid);
+}
+
+/* A worker has one poll open at a time: releases an older parked poll of w with an
+ * empty assignment into out (mtx held). */
+static void srv_exec_release_poll(es_server *s, const es_worker *w, srv_outbox *out) {
+  for (srv_ctx *p = s->net->exec.park_head; p; p = p->pnext)
+    if (p->worker == w) {
+      uint64_t prid = p->request_id;
+      srv_unpark(p);
+      srv_out_push(out, p, srv_assignment(prid, NULL));
+      break;
+    }
+}
+
+/* Parks the poll rid of worker w on c until now + wait_ms (0: ES_POLL_DEFAULT_MS, at
+ * most ES_POLL_MAX_MS), then dispatches (srv_dispatch) and refills the parked contexts
+ * when c is still parked; replies go to out (mtx held). */
+static void srv_exec_park_poll(srv_ctx *c, es_worker *w, uint64_t rid, uint32_t pipe_id,
+                               unsigned wait_ms, double now, srv_outbox *out) {
+  es_server *s = c->sk->s;
+  /* Parked first, then the least-busy rule decides whether this poll or another idle
+   * one gets the queued job (srv_dispatch). */
+  unsigned wait = wait_ms ? wait_ms : ES_POLL_DEFAULT_MS;
+  if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
+  c->request_id = rid;
+  c->worker = w;
+  c->pipe_id = pipe_id;
+  srv_park(c, now + wait / 1000.0);
+  srv_dispatch(s, out);
+  if (c->state == SRV_PARKED) srv_refill(&s->net->exec, out);
+}
+
+/* Hands the completing job and its request rq (ownership of both) to a store thread to
+ * record (recording waits on the trace store), or records it here when the store
+ * threads have stopped. worker_id: the worker that ran it. No lock held. */
+static void srv_exec_complete(es_server *s, es_job *completing, Kernelarena__V1__ExecRequest *rq,
+                              const char *worker_id) {
+  /* Recording waits on the trace store: a store thread does it. */
+  srv_work *wk = es_xcalloc(1, sizeof *wk);
+  wk->job = completing;
+  wk->erq = rq;
+  snprintf(wk->worker_id, sizeof wk->worker_id, "%s", worker_id);
+  if (!srv_work_push(s, wk)) {
+    srv_complete(s, wk); /* the store threads have stopped */
+  }
+}
+
+/* An executor request (executor.h): a heartbeat is answered at once, a bad request
+ * refused; a poll hands in its result or reports a lost job, replaces the worker's
+ * older poll, is parked and dispatched, and a current result is recorded. */
+void srv_exec_request(srv_ctx *c, nng_msg *m) {
+  es_server *s = c->sk->s;
+  srv_outbox out = {0};
+  uint64_t rid;
+  uint32_t pipe_id;
+  Kernelarena__V1__ExecRequest *rq = srv_exec_decode(s, m, &rid, &pipe_id);
   if (rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_HEARTBEAT) {
     srv_heartbeat(c, rq);
     return;
   }
-  const Kernelarena__V1__WorkerPoll *poll =
-      rq && rq->body_case == KERNELARENA__V1__EXEC_REQUEST__BODY_POLL ? rq->poll : NULL;
-  const char *bad = NULL;
-  Kernelarena__V1__ErrorCode bad_code = KERNELARENA__V1__ERROR_CODE__INVALID_ARGUMENT;
-  if (!rq)
-    bad = "the message is not a valid kernelarena.v1 ExecRequest",
-    bad_code = KERNELARENA__V1__ERROR_CODE__MALFORMED;
-  else if (!poll)
-    bad = "the request holds no poll";
-  else if (!srv_worker_id_ok(poll->worker_id))
-    bad = "worker_id must be 1 to 256 printable bytes";
-  else if (!poll->device || !poll->device->backend || !*poll->device->backend)
-    bad = "the poll must carry the worker's device with its backend";
+  Kernelarena__V1__ErrorCode bad_code;
+  const char *bad = srv_exec_check(rq, &bad_code);
   if (bad) {
-    es_arena a = {0};
-    es_pb_response er = KERNELARENA__V1__RESPONSE__INIT; /* only for es_reply_error */
-    es_reply_error(&a, &er, bad_code, 0, "%s", bad);
-    Kernelarena__V1__ExecResponse r = KERNELARENA__V1__EXEC_RESPONSE__INIT;
-    r.request_id = rid;
-    r.body_case = KERNELARENA__V1__EXEC_RESPONSE__BODY_ERROR;
-    r.error = er.error;
-    nng_msg *reply = es_encode(&r.base);
-    es_arena_free(&a);
-    if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
-    pthread_mutex_lock(&s->mtx);
-    c->state = SRV_SEND;
-    pthread_mutex_unlock(&s->mtx);
-    es_server_send(c, reply);
+    srv_exec_refuse(c, rq, rid, bad_code, bad);
     return;
   }
-
+  const Kernelarena__V1__WorkerPoll *poll = rq->poll;
   es_job *completing = NULL;
   char worker_id[260];
   snprintf(worker_id, sizeof worker_id, "%s", poll->worker_id);
@@ -222,69 +341,16 @@ void srv_exec_request(srv_ctx *c, nng_msg *m) {
   es_worker *w = es_worker_touch(&s->jobs, poll->worker_id, poll->device, now);
   if (poll->heartbeats) w->acks = 1;
   w->prefetch = poll->prefetch;
-  if (poll->result) {
-    /* a result counts only from the connection that took the job: another peer naming
-     * the same worker id cannot post it */
-    const Kernelarena__V1__Result *res = poll->result;
-    if (es_worker_result_current(w, res->job_id, res->attempt) &&
-        (!w->pipe_id || w->pipe_id == pipe_id)) {
-      completing = es_jobs_detach(&s->jobs, w);
-      completing->state = ES_JOB_COMPLETING;
-    } else {
-      /* a superseded dispatch (the job was re-dispatched after this worker was lost),
-       * or a peer that did not take the job: never recorded */
-      s->jobs.stale_results++;
-      if (w->job && !strcmp(w->job->id, res->job_id) && (!w->pipe_id || w->pipe_id == pipe_id))
-        es_log(s, "worker %s: dropping a stale result for job %s (dispatch %u; current %d)", w->id,
-               res->job_id, res->attempt, w->job->dispatches);
-      else
-        es_log(s,
-               "worker %s: dropping a stale result for job %s, dispatch %u (not the job it "
-               "holds on this connection)",
-               w->id, res->job_id, res->attempt);
-    }
-  } else if (w->job) {
-    /* It polls without the result of the job it holds: it restarted and lost it. */
-    es_job *lost = es_jobs_detach(&s->jobs, w);
-    char jid[128];
-    snprintf(jid, sizeof jid, "%s", lost->id);
-    srv_ctx *waiter = es_ep_step_abort(s, lost);
-    es_log(s, "worker %s polled again without the result of job %s", w->id, jid);
-    if (waiter)
-      srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
-                       "executor worker %s dropped job %s; the step was not counted, retry it",
-                       w->id, jid);
-  }
-  /* A worker has one poll open at a time: release an older one still parked. */
-  for (srv_ctx *p = s->net->exec.park_head; p; p = p->pnext)
-    if (p->worker == w) {
-      uint64_t prid = p->request_id;
-      srv_unpark(p);
-      srv_out_push(&out, p, srv_assignment(prid, NULL));
-      break;
-    }
-  /* Parked first, then the least-busy rule decides whether this poll or another idle
-   * one gets the queued job (srv_dispatch). */
-  unsigned wait = poll->wait_ms ? poll->wait_ms : ES_POLL_DEFAULT_MS;
-  if (wait > ES_POLL_MAX_MS) wait = ES_POLL_MAX_MS;
-  c->request_id = rid;
-  c->worker = w;
-  c->pipe_id = pipe_id;
-  srv_park(c, now + wait / 1000.0);
-  srv_dispatch(s, &out);
-  if (c->state == SRV_PARKED) srv_refill(&s->net->exec, &out);
+  if (poll->result)
+    completing = srv_exec_result(s, w, poll->result, pipe_id);
+  else if (w->job)
+    srv_exec_lost_job(s, w, &out);
+  srv_exec_release_poll(s, w, &out);
+  srv_exec_park_poll(c, w, rid, pipe_id, poll->wait_ms, now, &out);
   pthread_mutex_unlock(&s->mtx);
-
   if (completing) {
-    /* Recording waits on the trace store: a store thread does it. */
-    srv_work *wk = es_xcalloc(1, sizeof *wk);
-    wk->job = completing;
-    wk->erq = rq;
-    snprintf(wk->worker_id, sizeof wk->worker_id, "%s", worker_id);
+    srv_exec_complete(s, completing, rq, worker_id);
     rq = NULL;
-    if (!srv_work_push(s, wk)) {
-      srv_complete(s, wk); /* the store threads have stopped */
-    }
   }
   if (rq) kernelarena__v1__exec_request__free_unpacked(rq, NULL);
   /* Last: once flushed, c may be in use by another thread. */

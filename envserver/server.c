@@ -568,6 +568,138 @@ static void srv_cb(void *arg) {
 
 /* ---- the timer thread */
 
+/* Polls that waited long enough get an empty assignment into out; *next becomes the
+ * earliest deadline of the others when sooner (mtx held; now: ka_now_s). */
+static void srv_timer_polls(struct es_net *n, double now, double *next, srv_outbox *out) {
+  for (srv_ctx *c = n->exec.park_head, *nx; c; c = nx) {
+    nx = c->pnext;
+    if (c->deadline <= now) {
+      uint64_t rid = c->request_id;
+      srv_unpark(c);
+      srv_out_push(out, c, srv_assignment(rid, NULL));
+    } else if (c->deadline < *next) {
+      *next = c->deadline;
+    }
+  }
+}
+
+/* Abandons the job of the parked client request c, past its deadline (mtx held): the
+ * job leaves the queue or its worker, its step is aborted (not counted) and c is
+ * answered DEADLINE_EXCEEDED (retryable) into out. A job whose result is being recorded
+ * is left to finish (c's deadline cleared). */
+static void srv_timer_abandon(es_server *s, srv_ctx *c, srv_outbox *out) {
+  es_job *job = c->job;
+  if (!job || job->state == ES_JOB_COMPLETING) { /* its result is being recorded */
+    c->deadline = 0;
+    return;
+  }
+  if (job->state == ES_JOB_QUEUED)
+    es_jobs_unqueue(&s->jobs, job);
+  else
+    es_jobs_detach(&s->jobs, job->worker);
+  int step = job->step;
+  char what[96];
+  if (job->ep)
+    snprintf(what, sizeof what, "step %d of episode %s", step, job->ep->id);
+  else
+    snprintf(what, sizeof what, "evaluation %s", job->id);
+  es_ep_step_abort(s, job);
+  es_log(s, "%s passed its deadline and was abandoned", what);
+  srv_answer_error(c, out, KERNELARENA__V1__ERROR_CODE__DEADLINE_EXCEEDED, 1,
+                   "%s had no result before the request's deadline; it was abandoned%s", what,
+                   step ? " and not counted" : "");
+}
+
+/* Steps past their request's deadline are abandoned, not counted (srv_timer_abandon);
+ * *next becomes the earliest deadline of the others when sooner (mtx held). */
+static void srv_timer_deadlines(es_server *s, double now, double *next, srv_outbox *out) {
+  for (srv_ctx *c = s->net->client.park_head, *nx; c; c = nx) {
+    nx = c->pnext;
+    if (!c->deadline) continue;
+    if (c->deadline > now) {
+      if (c->deadline < *next) *next = c->deadline;
+      continue;
+    }
+    srv_timer_abandon(s, c, out);
+  }
+}
+
+/* Workers holding a job that stopped polling (es_worker_lost): the job is re-queued at
+ * the head and dispatched while it has attempts left (ES_JOB_MAX_ATTEMPTS), else its
+ * step is aborted and the waiter answered INTERNAL (retryable) into out (mtx held). */
+static void srv_timer_lost_workers(es_server *s, double now, srv_outbox *out) {
+  for (es_worker *w = s->jobs.workers; w; w = w->next) {
+    if (!es_worker_lost(w, now)) continue;
+    es_job *job = es_jobs_detach(&s->jobs, w);
+    if (job->attempts < ES_JOB_MAX_ATTEMPTS) {
+      /* Re-dispatch: back to the head of the queue, for the next worker that polls. */
+      es_jobs_requeue_front(&s->jobs, job);
+      es_log(s, "worker %s lost while holding job %s; job re-queued (attempt %d of %d)", w->id,
+             job->id, job->attempts + 1, ES_JOB_MAX_ATTEMPTS);
+      srv_dispatch(s, out);
+      continue;
+    }
+    char jid[128];
+    snprintf(jid, sizeof jid, "%s", job->id);
+    srv_ctx *waiter = es_ep_step_abort(s, job);
+    es_log(s, "worker %s lost while holding job %s (attempt %d); job failed", w->id, jid,
+           ES_JOB_MAX_ATTEMPTS);
+    if (waiter)
+      srv_answer_error(waiter, out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
+                       "executor workers stopped responding %d times while evaluating job %s; "
+                       "it was not counted, retry it",
+                       ES_JOB_MAX_ATTEMPTS, jid);
+  }
+}
+
+/* Leases: open episodes idle past the TTL are closed, recorded as idle_ttl, at most once
+ * per SRV_TICK_S. Called with mtx held; releases it while the store records them. An
+ * episode the store cannot record stays in the table. Replies go to out. */
+static void srv_timer_reap(es_server *s, double now, srv_outbox *out) {
+  struct es_net *n = s->net;
+  if (now < n->next_reap) return;
+  n->next_reap = now + SRV_TICK_S;
+  int nreaped = 0;
+  char **reaped = es_ep_reap_idle(s, now, &nreaped, srv_reap_cancelled, out);
+  if (!nreaped) return;
+  pthread_mutex_unlock(&s->mtx);
+  double wall = ka_wall_s();
+  for (int i = 0; i < nreaped; i++) {
+    char err[400];
+    if (es_store_close_episode(s->store, reaped[i], wall, "idle_ttl", err, sizeof err)) {
+      es_log(s, "reaper %s: %s", reaped[i], err);
+      free(reaped[i]);
+      reaped[i] = NULL; /* not recorded: stays in the table */
+    } else {
+      es_log(s, "episode %s idle past the TTL: closed (idle_ttl)", reaped[i]);
+      es_ep_workspace_remove(s, reaped[i]);
+    }
+  }
+  pthread_mutex_lock(&s->mtx);
+  for (int i = 0; i < nreaped; i++) {
+    if (reaped[i]) es_ep_close_recorded(s, reaped[i]);
+    free(reaped[i]);
+  }
+  free(reaped);
+}
+
+/* Waits on n->cond (mtx held) until next (ka_now_s seconds; at least 1 ms after now)
+ * or a signal. */
+static void srv_timer_wait(es_server *s, double now, double next) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double wait = next - now;
+  if (wait < 0.001) wait = 0.001;
+  ts.tv_sec += (time_t)wait;
+  ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  pthread_cond_timedwait(&s->net->cond, &s->mtx, &ts);
+}
+
+/* The timer thread (arg: the es_server): every tick (SRV_TICK_S, or sooner for a
+ * deadline) it expires polls, abandons steps past their deadline, re-dispatches the
+ * jobs of lost workers, checks unacknowledged jobs, reaps workers and idle episodes,
+ * then sends the replies; until the server stops. */
 static void *srv_timer_main(void *arg) {
   es_server *s = arg;
   struct es_net *n = s->net;
@@ -575,98 +707,12 @@ static void *srv_timer_main(void *arg) {
   while (!n->stopping) {
     srv_outbox out = {0};
     double now = ka_now_s(), next = now + SRV_TICK_S;
-    /* Polls that waited long enough get an empty assignment. */
-    for (srv_ctx *c = n->exec.park_head, *nx; c; c = nx) {
-      nx = c->pnext;
-      if (c->deadline <= now) {
-        uint64_t rid = c->request_id;
-        srv_unpark(c);
-        srv_out_push(&out, c, srv_assignment(rid, NULL));
-      } else if (c->deadline < next) {
-        next = c->deadline;
-      }
-    }
-    /* Steps past their request's deadline are abandoned, not counted. */
-    for (srv_ctx *c = n->client.park_head, *nx; c; c = nx) {
-      nx = c->pnext;
-      if (!c->deadline) continue;
-      if (c->deadline > now) {
-        if (c->deadline < next) next = c->deadline;
-        continue;
-      }
-      es_job *job = c->job;
-      if (!job || job->state == ES_JOB_COMPLETING) { /* its result is being recorded */
-        c->deadline = 0;
-        continue;
-      }
-      if (job->state == ES_JOB_QUEUED)
-        es_jobs_unqueue(&s->jobs, job);
-      else
-        es_jobs_detach(&s->jobs, job->worker);
-      int step = job->step;
-      char what[96];
-      if (job->ep)
-        snprintf(what, sizeof what, "step %d of episode %s", step, job->ep->id);
-      else
-        snprintf(what, sizeof what, "evaluation %s", job->id);
-      es_ep_step_abort(s, job);
-      es_log(s, "%s passed its deadline and was abandoned", what);
-      srv_answer_error(c, &out, KERNELARENA__V1__ERROR_CODE__DEADLINE_EXCEEDED, 1,
-                       "%s had no result before the request's deadline; it was abandoned%s", what,
-                       step ? " and not counted" : "");
-    }
-    /* Workers holding a job that stopped polling. */
-    for (es_worker *w = s->jobs.workers; w; w = w->next) {
-      if (!es_worker_lost(w, now)) continue;
-      es_job *job = es_jobs_detach(&s->jobs, w);
-      if (job->attempts < ES_JOB_MAX_ATTEMPTS) {
-        /* Re-dispatch: back to the head of the queue, for the next worker that polls. */
-        es_jobs_requeue_front(&s->jobs, job);
-        es_log(s, "worker %s lost while holding job %s; job re-queued (attempt %d of %d)", w->id,
-               job->id, job->attempts + 1, ES_JOB_MAX_ATTEMPTS);
-        srv_dispatch(s, &out);
-        continue;
-      }
-      char jid[128];
-      snprintf(jid, sizeof jid, "%s", job->id);
-      srv_ctx *waiter = es_ep_step_abort(s, job);
-      es_log(s, "worker %s lost while holding job %s (attempt %d); job failed", w->id, jid,
-             ES_JOB_MAX_ATTEMPTS);
-      if (waiter)
-        srv_answer_error(waiter, &out, KERNELARENA__V1__ERROR_CODE__INTERNAL, 1,
-                         "executor workers stopped responding %d times while evaluating job %s; "
-                         "it was not counted, retry it",
-                         ES_JOB_MAX_ATTEMPTS, jid);
-    }
+    srv_timer_polls(n, now, &next, &out);
+    srv_timer_deadlines(s, now, &next, &out);
+    srv_timer_lost_workers(s, now, &out);
     srv_unacked(s, now, &out);
     es_workers_reap(&s->jobs, now);
-    /* Leases: open episodes idle past the TTL are closed (recorded as idle_ttl). */
-    if (now >= n->next_reap) {
-      n->next_reap = now + SRV_TICK_S;
-      int nreaped = 0;
-      char **reaped = es_ep_reap_idle(s, now, &nreaped, srv_reap_cancelled, &out);
-      if (nreaped) {
-        pthread_mutex_unlock(&s->mtx);
-        double wall = ka_wall_s();
-        for (int i = 0; i < nreaped; i++) {
-          char err[400];
-          if (es_store_close_episode(s->store, reaped[i], wall, "idle_ttl", err, sizeof err)) {
-            es_log(s, "reaper %s: %s", reaped[i], err);
-            free(reaped[i]);
-            reaped[i] = NULL; /* not recorded: stays in the table */
-          } else {
-            es_log(s, "episode %s idle past the TTL: closed (idle_ttl)", reaped[i]);
-            es_ep_workspace_remove(s, reaped[i]);
-          }
-        }
-        pthread_mutex_lock(&s->mtx);
-        for (int i = 0; i < nreaped; i++) {
-          if (reaped[i]) es_ep_close_recorded(s, reaped[i]);
-          free(reaped[i]);
-        }
-        free(reaped);
-      }
-    }
+    srv_timer_reap(s, now, &out);
     if (out.n) {
       pthread_mutex_unlock(&s->mtx);
       srv_out_flush(&out);
@@ -674,14 +720,7 @@ static void *srv_timer_main(void *arg) {
       continue;
     }
     free(out.v);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double wait = next - now;
-    if (wait < 0.001) wait = 0.001;
-    ts.tv_sec += (time_t)wait;
-    ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&n->cond, &s->mtx, &ts);
+    srv_timer_wait(s, now, next);
   }
   pthread_mutex_unlock(&s->mtx);
   return NULL;

@@ -663,28 +663,46 @@ static int ec_agent_cli(const ec_cli_run *r, json_t *agent, json_t *usage, doubl
   return KA_OK;
 }
 
-json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
-  char err[1024] = "";
+/* What the phases of one agent episode after its Reset share (ec_agent_steps). */
+typedef struct ec_episode_run {
+  ka_client *c;
+  const json_t *cfg; /* the agent config */
+  const ec_episode_req *rq;
+  const Kernelarena__V1__ResetResponse *reset;
+  const ka_adapter_ops *ad;
+  int max_steps;
+  char ws[PATH_MAX];               /* the workspace, out_dir/workspace */
+  char prompt_path[PATH_MAX + 64]; /* its prompt.md */
+  ka_sb files_env;                 /* the editable files, space-separated */
+  ec_proxy px;                     /* the step proxy */
+  ec_step_target tgt;              /* the proxy as `envctl step` sees it */
+  json_t *agent;                   /* episode.json's agent record */
+  json_t *usage;                   /* the transcript's tokens */
+  double cost;                     /* USD; NAN: not known */
+  char cli_err[PATH_MAX + 128];    /* the CLI could not be started; "" otherwise */
+} ec_episode_run;
+
+/* The start of episode.json's record (new reference): schema, run, label, task, repeat,
+ * adapter, agent config, reward mode, max_steps, started_at. The reward mode of rq (the
+ * run or the command line) wins over the agent config's; *best is 1 for "best", and
+ * *max_steps is rq's when set, else the config's (default 20). */
+static json_t *ec_agent_record_new(const json_t *agent_cfg, const ec_episode_req *rq, int *best,
+                                   int *max_steps) {
   const char *adapter = ka_cfg_str(agent_cfg, "adapter", "command");
   /* the run's (or the command line's) reward mode wins over the agent config's */
-  int best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
-  int timeout_s = ka_cfg_int(agent_cfg, "timeout_s", 1800);
-  int max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
-  const char *final_eval = ka_cfg_str(agent_cfg, "final_eval", "if_changed");
+  *best = !strcmp(rq->reward ? rq->reward : ka_cfg_str(agent_cfg, "reward", "last"), "best");
+  *max_steps = rq->max_steps > 0 ? rq->max_steps : ka_cfg_int(agent_cfg, "max_steps", 20);
   double started = ka_wall_s();
-  json_t *res = json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
-                          "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
-                          rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat,
-                          "adapter", adapter, "agent_config", agent_cfg, "reward_mode",
-                          best ? "best" : "last", "max_steps", max_steps, "started_at", started);
-  json_t *steps = NULL;
-  ka_mkdirs(rq->out_dir);
-  /* a config that cannot run fails here, before Reset: no episode on the server */
-  if (ka_adapter_check(agent_cfg, err, sizeof err)) goto fail;
-  /* reset */
-  Kernelarena__V1__Response *rr;
-  if (ec_agent_reset(c, rq, max_steps, &rr, err, sizeof err)) goto fail;
-  Kernelarena__V1__ResetResponse *reset = rr->reset;
+  return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:O, s:s, s:i, s:f}", "schema",
+                   "kernelarena.episode.v1", "run", rq->run ? rq->run : "default", "label",
+                   rq->label ? rq->label : "", "task", rq->task, "repeat", rq->repeat, "adapter",
+                   adapter, "agent_config", agent_cfg, "reward_mode", *best ? "best" : "last",
+                   "max_steps", *max_steps, "started_at", started);
+}
+
+/* Records what the Reset response reset says of the episode in res: episode_id, seed,
+ * task_version and the device (when the observation names one). */
+static void ec_agent_record_reset(json_t *res, const Kernelarena__V1__ResetResponse *reset) {
   const Kernelarena__V1__Observation *obs = reset->observation;
   json_object_set_new(res, "episode_id", json_string(reset->episode_id));
   json_object_set_new(res, "seed", json_integer((json_int_t)reset->seed));
@@ -695,119 +713,178 @@ json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode
                         json_pack("{s:s, s:s, s:s}", "name", obs->device->name, "backend",
                                   obs->device->backend ? obs->device->backend : "", "arch",
                                   obs->device->arch ? obs->device->arch : ""));
+}
 
-  /* workspace */
-  char ws[PATH_MAX], p[PATH_MAX + 64];
-  snprintf(ws, sizeof ws, "%s/workspace", rq->out_dir);
-  ka_rmtree(ws);
-  snprintf(p, sizeof p, "%s/.kernelarena", ws);
+/* Makes the workspace r->ws afresh (out_dir/workspace, with .kernelarena/) holding the
+ * observation's files and prompt.md (r->prompt_path), and lists the files in
+ * r->files_env. Returns the list of file paths (new reference). Write errors are
+ * ignored. */
+static json_t *ec_agent_workspace(ec_episode_run *r) {
+  const Kernelarena__V1__Observation *obs = r->reset->observation;
+  char p[PATH_MAX + 64];
+  snprintf(r->ws, sizeof r->ws, "%s/workspace", r->rq->out_dir);
+  ka_rmtree(r->ws);
+  snprintf(p, sizeof p, "%s/.kernelarena", r->ws);
   ka_mkdirs(p);
   json_t *flist = json_array();
-  ka_sb files_env = {0};
   for (size_t i = 0; i < obs->n_files; i++) {
-    snprintf(p, sizeof p, "%s/%s", ws, obs->files[i]->path);
+    snprintf(p, sizeof p, "%s/%s", r->ws, obs->files[i]->path);
     ka_write_file(p, obs->files[i]->content.data, obs->files[i]->content.len);
     json_array_append_new(flist, json_string(obs->files[i]->path));
-    ka_sb_printf(&files_env, "%s%s", i ? " " : "", obs->files[i]->path);
+    ka_sb_printf(&r->files_env, "%s%s", i ? " " : "", obs->files[i]->path);
   }
-  char prompt_path[PATH_MAX + 64];
-  snprintf(prompt_path, sizeof prompt_path, "%s/prompt.md", ws);
-  ka_write_file(prompt_path, obs->prompt, strlen(obs->prompt));
-  ec_proxy px;
-  if (ec_proxy_start(&px, c, reset->episode_id, rq->out_dir, rq->timeout_s, err, sizeof err)) {
-    json_decref(flist);
-    ka_sb_free(&files_env);
-    goto close;
-  }
-  json_t *state = json_pack("{s:s, s:s, s:s, s:O, s:i}", "server", px.url, "episode",
-                            reset->episode_id, "task", rq->task, "files", flist, "step", 0);
-  snprintf(p, sizeof p, "%s/.kernelarena/episode.json", ws);
+  snprintf(r->prompt_path, sizeof r->prompt_path, "%s/prompt.md", r->ws);
+  ka_write_file(r->prompt_path, obs->prompt, strlen(obs->prompt));
+  return flist;
+}
+
+/* Writes the workspace's .kernelarena/episode.json (what `envctl step` reads): the step
+ * proxy's address, the episode, the task, the editable files flist and step 0. */
+static void ec_agent_write_state(const ec_episode_run *r, json_t *flist) {
+  char p[PATH_MAX + 64];
+  json_t *state = json_pack("{s:s, s:s, s:s, s:O, s:i}", "server", r->px.url, "episode",
+                            r->reset->episode_id, "task", r->rq->task, "files", flist, "step", 0);
+  snprintf(p, sizeof p, "%s/.kernelarena/episode.json", r->ws);
   json_dump_file(state, p, JSON_INDENT(2));
   json_decref(state);
-  json_decref(flist);
+}
 
-  ec_step_target tgt;
-  if (ec_step_target_load(ws, px.url, reset->episode_id, &tgt, err, sizeof err)) {
-    ec_proxy_stop(&px);
-    ka_sb_free(&files_env);
-    goto close;
+/* Lets an adapter that plays steps itself (ad->play) play the episode through the step
+ * proxy, recording its error, wall_s, exit_code 0 and timed_out false in r->agent.
+ * err (errlen bytes) is scratch space, left empty. */
+static void ec_agent_play(ec_episode_run *r, char *err, size_t errlen) {
+  double t0 = ka_now_s();
+  if (r->ad->play(r->cfg, r->tgt.workspace, r->tgt.files, r->tgt.nfiles, ec_play_submit, &r->tgt,
+                  &ec_agent_interrupted, err, errlen))
+    json_object_set_new(r->agent, "error", json_string(err));
+  err[0] = 0;
+  json_object_set_new(r->agent, "wall_s", json_real(ka_now_s() - t0));
+  json_object_set_new(r->agent, "exit_code", json_integer(0));
+  json_object_set_new(r->agent, "timed_out", json_false());
+}
+
+/* Runs the agent: ec_agent_play for adapters that play themselves, else its CLI
+ * (ec_agent_cli, with the config's timeout_s, default 1800 s). Returns KA_OK, or
+ * KA_EINVAL when the CLI's command line cannot be built (reason in err). */
+static int ec_agent_act(ec_episode_run *r, char *err, size_t errlen) {
+  if (r->ad->play) {
+    ec_agent_play(r, err, errlen);
+    return KA_OK;
   }
-  tgt.timeout_s = rq->timeout_s;
+  ec_cli_run run = {.ad = r->ad,
+                    .cfg = r->cfg,
+                    .ws = r->ws,
+                    .prompt = r->reset->observation->prompt,
+                    .prompt_path = r->prompt_path,
+                    .episode = r->reset->episode_id,
+                    .task = r->rq->task,
+                    .files = r->files_env.s ? r->files_env.s : "",
+                    .out_dir = r->rq->out_dir,
+                    .timeout_s = ka_cfg_int(r->cfg, "timeout_s", 1800),
+                    .px = &r->px};
+  return ec_agent_cli(&run, r->agent, r->usage, &r->cost, r->cli_err, sizeof r->cli_err, err,
+                      errlen);
+}
 
-  /* the agent */
-  json_t *agent = json_object();
-  json_t *usage = json_object();
-  char cli_err[PATH_MAX + 128] = "";
-  double cost = NAN;
-  const ka_adapter_ops *ad = ka_adapter_find(adapter); /* known: checked above */
-  if (ad->play) {
-    double t0 = ka_now_s();
-    if (ad->play(agent_cfg, tgt.workspace, tgt.files, tgt.nfiles, ec_play_submit, &tgt,
-                 &ec_agent_interrupted, err, sizeof err))
-      json_object_set_new(agent, "error", json_string(err));
-    err[0] = 0;
-    json_object_set_new(agent, "wall_s", json_real(ka_now_s() - t0));
-    json_object_set_new(agent, "exit_code", json_integer(0));
-    json_object_set_new(agent, "timed_out", json_false());
+/* 1 when the final workspace is evaluated as one more step: not interrupted, the CLI
+ * started, the adapter asks for final evaluation, steps are left, and the config's
+ * final_eval is "always", or "if_changed" (the default) with the workspace changed
+ * since the last step. */
+static int ec_agent_wants_final(const ec_episode_run *r) {
+  const char *final_eval = ka_cfg_str(r->cfg, "final_eval", "if_changed");
+  return !ec_agent_interrupted && !r->cli_err[0] && r->ad->final_eval &&
+         r->px.steps < r->max_steps &&
+         (!strcmp(final_eval, "always") ||
+          (!strcmp(final_eval, "if_changed") &&
+           ec_workspace_changed(r->ws, r->rq->out_dir, r->px.steps, &r->tgt)));
+}
+
+/* Submits the final workspace as the adapter's step (the proxy keeps serving), a
+ * failure recorded as final_eval_error in r->agent. err (errlen bytes) is scratch
+ * space, left empty. Returns 1 when the step was made, else 0. */
+static int ec_agent_final_step(ec_episode_run *r, char *err, size_t errlen) {
+  int done = 0;
+  atomic_store(&r->px.stop, 1); /* marks the step as the adapter's; the proxy keeps serving */
+  json_t *res;
+  r->tgt.step = r->px.steps;
+  if (ec_step_submit(&r->tgt, &res, err, errlen) == KA_OK) {
+    done = 1;
+    json_decref(res);
   } else {
-    ec_cli_run run = {.ad = ad,
-                      .cfg = agent_cfg,
-                      .ws = ws,
-                      .prompt = obs->prompt,
-                      .prompt_path = prompt_path,
-                      .episode = reset->episode_id,
-                      .task = rq->task,
-                      .files = files_env.s ? files_env.s : "",
-                      .out_dir = rq->out_dir,
-                      .timeout_s = timeout_s,
-                      .px = &px};
-    if (ec_agent_cli(&run, agent, usage, &cost, cli_err, sizeof cli_err, err, sizeof err)) {
-      ec_step_target_free(&tgt);
-      ec_proxy_stop(&px);
-      ka_sb_free(&files_env);
-      json_decref(agent), json_decref(usage);
-      goto close;
-    }
+    json_object_set_new(r->agent, "final_eval_error", json_string(err));
   }
-  ka_sb_free(&files_env);
+  err[0] = 0;
+  return done;
+}
+
+/* Stops the step proxy p once its last step is recorded, closes its socket and removes
+ * its folder. Returns its step records (new reference). */
+static json_t *ec_proxy_finish(ec_proxy *p) {
+  /* the proxy only stops once the last step is recorded */
+  atomic_store(&p->stop, 2);
+  pthread_join(p->thr, NULL);
+  p->stop = 2;
+  json_t *steps = json_incref(p->records);
+  nng_close(p->sock);
+  ka_rmtree(p->dir);
+  json_decref(p->records);
+  return steps;
+}
+
+/* The episode after its Reset (r: c, cfg, rq, reset, ad and max_steps set, the rest
+ * zeroed): workspace, step proxy, the agent, the last step it started, the final
+ * evaluation; records final_eval and agent in res. Returns the step records (new
+ * reference), or NULL with the reason in err when the proxy, the step target or the
+ * CLI's command line could not be set up. */
+static json_t *ec_agent_steps(ec_episode_run *r, json_t *res, char *err, size_t errlen) {
+  json_t *flist = ec_agent_workspace(r);
+  if (ec_proxy_start(&r->px, r->c, r->reset->episode_id, r->rq->out_dir, r->rq->timeout_s, err,
+                     errlen)) {
+    json_decref(flist);
+    ka_sb_free(&r->files_env);
+    return NULL;
+  }
+  ec_agent_write_state(r, flist);
+  json_decref(flist);
+  if (ec_step_target_load(r->ws, r->px.url, r->reset->episode_id, &r->tgt, err, errlen)) {
+    ec_proxy_stop(&r->px);
+    ka_sb_free(&r->files_env);
+    return NULL;
+  }
+  r->tgt.timeout_s = r->rq->timeout_s;
+  r->agent = json_object();
+  r->usage = json_object();
+  r->cost = NAN;
+  int rc = ec_agent_act(r, err, errlen);
+  ka_sb_free(&r->files_env);
+  if (rc) {
+    ec_step_target_free(&r->tgt);
+    ec_proxy_stop(&r->px);
+    json_decref(r->agent), json_decref(r->usage);
+    return NULL;
+  }
   /* a step the agent started before it ended is still recorded (the proxy finishes it) */
-  for (double until = ka_now_s() + rq->timeout_s; atomic_load(&px.busy) && ka_now_s() < until;)
+  for (double until = ka_now_s() + r->rq->timeout_s;
+       atomic_load(&r->px.busy) && ka_now_s() < until;)
     usleep(20000);
   /* the final workspace, if the agent changed it after its last step */
-  int final_done = 0;
-  if (!ec_agent_interrupted && !cli_err[0] && ad->final_eval && px.steps < max_steps &&
-      (!strcmp(final_eval, "always") || (!strcmp(final_eval, "if_changed") &&
-                                         ec_workspace_changed(ws, rq->out_dir, px.steps, &tgt)))) {
-    atomic_store(&px.stop, 1); /* marks the step as the adapter's; the proxy keeps serving */
-    json_t *r;
-    tgt.step = px.steps;
-    if (ec_step_submit(&tgt, &r, err, sizeof err) == KA_OK) {
-      final_done = 1;
-      json_decref(r);
-    } else {
-      json_object_set_new(agent, "final_eval_error", json_string(err));
-    }
-    err[0] = 0;
-  }
+  int final_done = ec_agent_wants_final(r) && ec_agent_final_step(r, err, errlen);
   json_object_set_new(res, "final_eval", json_boolean(final_done));
-  /* the proxy only stops once the last step is recorded */
-  atomic_store(&px.stop, 2);
-  pthread_join(px.thr, NULL);
-  px.stop = 2;
-  steps = json_incref(px.records);
-  nng_close(px.sock);
-  ka_rmtree(px.dir);
-  json_decref(px.records);
-  ec_step_target_free(&tgt);
-  json_object_set_new(agent, "usage", usage);
-  json_object_set_new(agent, "cost_usd", ec_json_num(cost));
-  json_object_set_new(res, "agent", agent);
-  if (cli_err[0]) snprintf(err, sizeof err, "%s", cli_err);
+  json_t *steps = ec_proxy_finish(&r->px);
+  ec_step_target_free(&r->tgt);
+  json_object_set_new(r->agent, "usage", r->usage);
+  json_object_set_new(r->agent, "cost_usd", ec_json_num(r->cost));
+  json_object_set_new(res, "agent", r->agent);
+  if (r->cli_err[0]) snprintf(err, errlen, "%s", r->cli_err);
+  return steps;
+}
 
-close:
-  ec_close_episode(c, reset->episode_id, 30000);
-  ka_client_free_response(rr);
-fail:
+/* Completes res once the episode is over: the steps (none: NULL) and their count, the
+ * score, the status (error with err when set, interrupted, completed or no_steps), the
+ * scored step's files copied to final/, the held-out record (rq->held_out), finished_at;
+ * then writes out_dir/episode.json. Takes ownership of steps. */
+static void ec_agent_conclude(ka_client *c, json_t *res, json_t *steps, int best, const char *err,
+                              const ec_episode_req *rq) {
   if (!steps) steps = json_array();
   json_object_set_new(res, "steps", steps);
   json_object_set_new(res, "n_steps", json_integer((json_int_t)json_array_size(steps)));
@@ -831,6 +908,33 @@ fail:
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/episode.json", rq->out_dir);
   json_dump_file(res, path, JSON_INDENT(2));
+}
+
+/* One agent episode (agent.h says what it records): the record, Reset, the episode's
+ * steps (ec_agent_steps), Close, then the result (ec_agent_conclude). */
+json_t *ec_agent_episode(ka_client *c, const json_t *agent_cfg, const ec_episode_req *rq) {
+  char err[1024] = "";
+  int best, max_steps;
+  json_t *res = ec_agent_record_new(agent_cfg, rq, &best, &max_steps);
+  json_t *steps = NULL;
+  ka_mkdirs(rq->out_dir);
+  Kernelarena__V1__Response *rr;
+  /* a config that cannot run fails here, before Reset: no episode on the server */
+  if (!ka_adapter_check(agent_cfg, err, sizeof err) &&
+      !ec_agent_reset(c, rq, max_steps, &rr, err, sizeof err)) {
+    ec_agent_record_reset(res, rr->reset);
+    ec_episode_run r = {.c = c,
+                        .cfg = agent_cfg,
+                        .rq = rq,
+                        .reset = rr->reset,
+                        /* known: checked above */
+                        .ad = ka_adapter_find(ka_cfg_str(agent_cfg, "adapter", "command")),
+                        .max_steps = max_steps};
+    steps = ec_agent_steps(&r, res, err, sizeof err);
+    ec_close_episode(c, rr->reset->episode_id, 30000);
+    ka_client_free_response(rr);
+  }
+  ec_agent_conclude(c, res, steps, best, err, rq);
   return res;
 }
 

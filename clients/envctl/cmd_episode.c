@@ -166,21 +166,37 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
   fflush(stdout);
 }
 
-static int ec_episode(ka_client *c, const ec_opts *o) {
-  char err[1024];
-  int timeout_ms = o->timeout_s * 1000;
-  if (!strncmp(o->agent, "files:", 6)) {
+/* The agent of `envctl episode` (ec_ep_agent_setup). */
+typedef struct ec_ep_agent {
+  const char *cmd;       /* command:CMD: the command; NULL otherwise */
+  const char *files_dir; /* files:DIR: the folder; NULL otherwise */
+  char ws[PATH_MAX];     /* command:CMD: its workspace; "" otherwise */
+} ec_ep_agent;
+
+/* Checks --agent before the reset (a bad agent must not leave an episode open):
+ * baseline, command:CMD, or files:DIR with DIR a folder. Returns 0, or 2 after printing
+ * why. */
+static int ec_ep_check_agent(const char *agent) {
+  if (!strncmp(agent, "files:", 6)) {
     struct stat st;
-    if (stat(o->agent + 6, &st) != 0 || !S_ISDIR(st.st_mode)) {
-      fprintf(stderr, "envctl: --agent files:%s: no such folder\n", o->agent + 6);
+    if (stat(agent + 6, &st) != 0 || !S_ISDIR(st.st_mode)) {
+      fprintf(stderr, "envctl: --agent files:%s: no such folder\n", agent + 6);
       return 2;
     }
-  } else if (strncmp(o->agent, "command:", 8) && strcmp(o->agent, "baseline")) {
+  } else if (strncmp(agent, "command:", 8) && strcmp(agent, "baseline")) {
     /* before the reset: a bad agent must not leave an episode open (new user) */
-    fprintf(stderr, "envctl: unknown agent '%s' (baseline, files:DIR or command:CMD)\n", o->agent);
+    fprintf(stderr, "envctl: unknown agent '%s' (baseline, files:DIR or command:CMD)\n", agent);
     return 2;
   }
-  /* reset */
+  return 0;
+}
+
+/* Resets an episode of o->task (seed when given, option max_steps) within timeout_ms.
+ * Returns 0 with *rr (a Reset response; the caller frees it), or 1 after printing why
+ * (with a hint to `envctl tasks` for an unknown task). */
+static int ec_ep_reset(ka_client *c, const ec_opts *o, int timeout_ms,
+                       Kernelarena__V1__Response **rr) {
+  char err[1024];
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
   Kernelarena__V1__ResetRequest rs = KERNELARENA__V1__RESET_REQUEST__INIT;
   rs.task_id = (char *)o->task;
@@ -197,20 +213,24 @@ static int ec_episode(ka_client *c, const ec_opts *o) {
   rs.n_options = 1;
   req.body_case = KERNELARENA__V1__REQUEST__BODY_RESET;
   req.reset = &rs;
-  Kernelarena__V1__Response *rr;
-  if (ka_client_call(c, &req, timeout_ms, &rr, err, sizeof err)) {
+  if (ka_client_call(c, &req, timeout_ms, rr, err, sizeof err)) {
     fprintf(stderr, "envctl: reset: %s\n", err);
     return 1;
   }
-  if (rr->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
-    ec_print_error("reset", rr);
-    if (rr->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
-        rr->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND)
+  if ((*rr)->body_case != KERNELARENA__V1__RESPONSE__BODY_RESET) {
+    ec_print_error("reset", *rr);
+    if ((*rr)->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+        (*rr)->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND)
       fprintf(stderr, "envctl: `envctl tasks` lists the tasks\n");
-    ka_client_free_response(rr);
+    ka_client_free_response(*rr);
     return 1;
   }
-  Kernelarena__V1__ResetResponse *reset = rr->reset;
+  return 0;
+}
+
+/* Prints the new episode on stdout: its id, task, seed and version, the device, the
+ * agent and the editable files. */
+static void ec_ep_print_reset(const Kernelarena__V1__ResetResponse *reset, const ec_opts *o) {
   printf("episode %s: task %s, seed %llu, version %s\n", reset->episode_id, o->task,
          (unsigned long long)reset->seed,
          ec_info(reset, "task_version") ? ec_info(reset, "task_version") : "?");
@@ -219,99 +239,139 @@ static int ec_episode(ka_client *c, const ec_opts *o) {
   for (size_t i = 0; i < reset->observation->n_files; i++)
     printf(" %s", reset->observation->files[i]->path);
   printf("\n");
+}
 
-  /* agent setup */
-  const char *cmd = NULL, *files_dir = NULL;
-  char ws[PATH_MAX] = "";
+/* Sets up the agent o->agent into a: for command:CMD the workspace (--workspace, else a
+ * new $TMPDIR/kernelarena-ws-XXXXXX) holding the observation's files and prompt.md.
+ * Returns 0, 1 after printing why the workspace could not be made, or 2 for an unknown
+ * agent. */
+static int ec_ep_agent_setup(const ec_opts *o, const Kernelarena__V1__Observation *obs,
+                             ec_ep_agent *a) {
   if (!strncmp(o->agent, "command:", 8)) {
-    cmd = o->agent + 8;
+    a->cmd = o->agent + 8;
     if (o->workspace)
-      snprintf(ws, sizeof ws, "%s", o->workspace);
+      snprintf(a->ws, sizeof a->ws, "%s", o->workspace);
     else {
       const char *tmp = getenv("TMPDIR");
-      snprintf(ws, sizeof ws, "%s/kernelarena-ws-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-      if (!mkdtemp(ws)) {
+      snprintf(a->ws, sizeof a->ws, "%s/kernelarena-ws-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+      if (!mkdtemp(a->ws)) {
         fprintf(stderr, "envctl: mkdtemp: %s\n", strerror(errno));
-        ka_client_free_response(rr);
         return 1;
       }
     }
-    if (ec_write_dir(ws, reset->observation)) {
-      fprintf(stderr, "envctl: cannot write the workspace %s\n", ws);
-      ka_client_free_response(rr);
+    if (ec_write_dir(a->ws, obs)) {
+      fprintf(stderr, "envctl: cannot write the workspace %s\n", a->ws);
       return 1;
     }
-    printf("workspace: %s\n", ws);
+    printf("workspace: %s\n", a->ws);
   } else if (!strncmp(o->agent, "files:", 6)) {
-    files_dir = o->agent + 6;
+    a->files_dir = o->agent + 6;
   } else if (strcmp(o->agent, "baseline")) {
     fprintf(stderr, "envctl: unknown agent '%s' (baseline, files:DIR or command:CMD)\n", o->agent);
-    ka_client_free_response(rr);
     return 2;
   }
+  return 0;
+}
 
-  int exit_code = 0;
-  double last_reward = 0;
+/* Lets the agent a act for step (0-based) of episode and reads the editable files it
+ * offers into f: the command's workspace after it ran (a failing command is warned
+ * about, and what it left is submitted), the files: folder (at least one file), or
+ * nothing for the baseline. Returns 0, or 1 after printing why. */
+static int ec_ep_act(const ec_ep_agent *a, const Kernelarena__V1__Observation *obs,
+                     const char *episode, int step, int agent_timeout_s, ec_files *f) {
+  if (a->cmd) {
+    int arc = ec_run_agent(a->cmd, a->ws, episode, step, agent_timeout_s);
+    if (arc != 0)
+      fprintf(stderr,
+              "envctl: warning: the agent command exited with %d; submitting what it left in "
+              "the workspace\n",
+              arc);
+    if (ec_read_dir(a->ws, obs, f)) return 1;
+  } else if (a->files_dir) {
+    if (ec_read_dir(a->files_dir, obs, f)) return 1;
+    if (f->n == 0) {
+      fprintf(stderr, "envctl: %s holds none of the editable files\n", a->files_dir);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Submits the files f as step (0-based) of episode within timeout_ms and prints the
+ * result (ec_print_step). Frees f. Returns 0 with *reward and *done (terminated or
+ * truncated), or 1 after printing why. */
+static int ec_ep_step(ka_client *c, const char *episode, int step, ec_files *f, int timeout_ms,
+                      int verbose, double *reward, int *done) {
+  char err[1024];
+  Kernelarena__V1__File fm[16], *fp[16];
+  for (int i = 0; i < f->n; i++) {
+    kernelarena__v1__file__init(&fm[i]);
+    fm[i].path = f->path[i];
+    fm[i].content.data = (uint8_t *)f->content[i];
+    fm[i].content.len = f->len[i];
+    fp[i] = &fm[i];
+  }
+  Kernelarena__V1__Request sreq = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__StepRequest st = KERNELARENA__V1__STEP_REQUEST__INIT;
+  st.episode_id = (char *)episode;
+  st.expected_step = step;
+  st.files = fp;
+  st.n_files = (size_t)f->n;
+  sreq.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
+  sreq.step = &st;
+  Kernelarena__V1__Response *sr;
+  int rc = ka_client_call(c, &sreq, timeout_ms, &sr, err, sizeof err);
+  ec_files_free(f);
+  if (rc) {
+    fprintf(stderr, "envctl: step %d: %s\n", step + 1, err);
+    return 1;
+  }
+  if (sr->body_case != KERNELARENA__V1__RESPONSE__BODY_STEP) {
+    ec_print_error("step", sr);
+    ka_client_free_response(sr);
+    return 1;
+  }
+  ec_print_step(step + 1, sr->step, verbose);
+  *reward = sr->step->reward;
+  *done = sr->step->terminated || sr->step->truncated;
+  ka_client_free_response(sr);
+  return 0;
+}
+
+/* The steps of the episode reset answered: the agent acts, its files are submitted,
+ * until o->max_steps steps or the episode ends. Returns 0 with the last step's reward
+ * in *last_reward (0 without a step), or 1 when a step failed (printed). */
+static int ec_ep_steps(ka_client *c, const ec_opts *o, const Kernelarena__V1__ResetResponse *reset,
+                       const ec_ep_agent *a, int timeout_ms, double *last_reward) {
   for (int step = 0; step < o->max_steps; step++) {
     ec_files f = {0};
-    if (cmd) {
-      int arc = ec_run_agent(cmd, ws, reset->episode_id, step, o->agent_timeout_s);
-      if (arc != 0)
-        fprintf(stderr,
-                "envctl: warning: the agent command exited with %d; submitting what it left in "
-                "the workspace\n",
-                arc);
-      if (ec_read_dir(ws, reset->observation, &f)) {
-        exit_code = 1;
-        break;
-      }
-    } else if (files_dir) {
-      if (ec_read_dir(files_dir, reset->observation, &f)) {
-        exit_code = 1;
-        break;
-      }
-      if (f.n == 0) {
-        fprintf(stderr, "envctl: %s holds none of the editable files\n", files_dir);
-        exit_code = 1;
-        break;
-      }
-    }
-    Kernelarena__V1__File fm[16], *fp[16];
-    for (int i = 0; i < f.n; i++) {
-      kernelarena__v1__file__init(&fm[i]);
-      fm[i].path = f.path[i];
-      fm[i].content.data = (uint8_t *)f.content[i];
-      fm[i].content.len = f.len[i];
-      fp[i] = &fm[i];
-    }
-    Kernelarena__V1__Request sreq = KERNELARENA__V1__REQUEST__INIT;
-    Kernelarena__V1__StepRequest st = KERNELARENA__V1__STEP_REQUEST__INIT;
-    st.episode_id = reset->episode_id;
-    st.expected_step = step;
-    st.files = fp;
-    st.n_files = (size_t)f.n;
-    sreq.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
-    sreq.step = &st;
-    Kernelarena__V1__Response *sr;
-    int rc = ka_client_call(c, &sreq, timeout_ms, &sr, err, sizeof err);
-    ec_files_free(&f);
-    if (rc) {
-      fprintf(stderr, "envctl: step %d: %s\n", step + 1, err);
-      exit_code = 1;
-      break;
-    }
-    if (sr->body_case != KERNELARENA__V1__RESPONSE__BODY_STEP) {
-      ec_print_error("step", sr);
-      ka_client_free_response(sr);
-      exit_code = 1;
-      break;
-    }
-    ec_print_step(step + 1, sr->step, o->verbose);
-    last_reward = sr->step->reward;
-    int done = sr->step->terminated || sr->step->truncated;
-    ka_client_free_response(sr);
+    int done = 0;
+    if (ec_ep_act(a, reset->observation, reset->episode_id, step, o->agent_timeout_s, &f)) return 1;
+    if (ec_ep_step(c, reset->episode_id, step, &f, timeout_ms, o->verbose, last_reward, &done))
+      return 1;
     if (done) break;
   }
+  return 0;
+}
+
+/* One episode of o->task against the server c with the agent o->agent (baseline,
+ * command:CMD or files:DIR): reset, let the agent act, step, print, repeat; then Close.
+ * Returns the exit code: 0, 1 for a failed reset, workspace or step, 2 for a bad agent. */
+static int ec_episode(ka_client *c, const ec_opts *o) {
+  int timeout_ms = o->timeout_s * 1000;
+  if (ec_ep_check_agent(o->agent)) return 2;
+  Kernelarena__V1__Response *rr;
+  if (ec_ep_reset(c, o, timeout_ms, &rr)) return 1;
+  Kernelarena__V1__ResetResponse *reset = rr->reset;
+  ec_ep_print_reset(reset, o);
+  ec_ep_agent a = {0};
+  int exit_code = ec_ep_agent_setup(o, reset->observation, &a);
+  if (exit_code) {
+    ka_client_free_response(rr);
+    return exit_code;
+  }
+  double last_reward = 0;
+  exit_code = ec_ep_steps(c, o, reset, &a, timeout_ms, &last_reward);
   ec_close_episode(c, reset->episode_id, timeout_ms);
   if (exit_code == 0)
     printf("\nepisode %s closed; final reward %.2f\n", reset->episode_id, last_reward);

@@ -169,79 +169,95 @@ static void ec_state_set_step(const ec_step_target *t) {
   json_decref(st);
 }
 
-int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen) {
-  *result = NULL;
-  Kernelarena__V1__File fm[EC_MAX_FILES], *fp[EC_MAX_FILES];
-  char *bufs[EC_MAX_FILES] = {0};
-  int n = 0, rc = KA_OK;
+/* The editable files of a step as the request carries them (ec_step_read_files). */
+typedef struct ec_step_files {
+  Kernelarena__V1__File fm[EC_MAX_FILES];
+  Kernelarena__V1__File *fp[EC_MAX_FILES]; /* fp[i] = &fm[i] */
+  char *bufs[EC_MAX_FILES];                /* the contents (owned) */
+  int n;
+} ec_step_files;
+
+/* Reads the editable files of t present in its workspace into f (zeroed); a missing
+ * file is left out (it keeps its current contents on the server). Returns KA_OK, or
+ * KA_EINVAL with the reason in err when one cannot be read. The caller frees f's
+ * buffers (bufs[0..n-1]) either way. */
+static int ec_step_read_files(const ec_step_target *t, ec_step_files *f, char *err, size_t errlen) {
   for (int i = 0; i < t->nfiles; i++) {
     char p[PATH_MAX + 300];
     snprintf(p, sizeof p, "%s/%s", t->workspace, t->files[i]);
     size_t len;
-    int r = ka_read_file(p, 0, &bufs[n], &len);
+    int r = ka_read_file(p, 0, &f->bufs[f->n], &len);
     if (r == KA_ENOENT) continue; /* keeps its current contents on the server */
-    if (r) {
-      rc = ka_seterr(err, errlen, KA_EINVAL, "cannot read %s: %s", p, ka_strerror(r));
-      goto out;
-    }
-    kernelarena__v1__file__init(&fm[n]);
-    fm[n].path = t->files[i];
-    fm[n].content.data = (uint8_t *)bufs[n];
-    fm[n].content.len = len;
-    fp[n] = &fm[n];
-    n++;
+    if (r) return ka_seterr(err, errlen, KA_EINVAL, "cannot read %s: %s", p, ka_strerror(r));
+    kernelarena__v1__file__init(&f->fm[f->n]);
+    f->fm[f->n].path = t->files[i];
+    f->fm[f->n].content.data = (uint8_t *)f->bufs[f->n];
+    f->fm[f->n].content.len = len;
+    f->fp[f->n] = &f->fm[f->n];
+    f->n++;
   }
+  return KA_OK;
+}
+
+/* Checks that something can listen at t->server: an ipc:// address needs its socket
+ * file. Returns KA_OK, or KA_EUNAVAIL with the reason in err. */
+static int ec_step_check_server(const ec_step_target *t, char *err, size_t errlen) {
   /* an ipc:// socket whose file is gone has no one behind it: said at once (the request
    * would wait 30 s for a server that never comes: the step proxy of an agent run that
    * has ended, new user 2026-12-01) */
   struct stat sst;
-  if (!strncmp(t->server, "ipc://", 6) && stat(t->server + 6, &sst) != 0) {
-    rc = ka_seterr(err, errlen, KA_EUNAVAIL,
-                   "nothing listens at %s (no such socket file): the agent run that served "
-                   "this workspace has ended, or the server is not started",
-                   t->server);
-    goto out;
+  if (!strncmp(t->server, "ipc://", 6) && stat(t->server + 6, &sst) != 0)
+    return ka_seterr(err, errlen, KA_EUNAVAIL,
+                     "nothing listens at %s (no such socket file): the agent run that served "
+                     "this workspace has ended, or the server is not started",
+                     t->server);
+  return KA_OK;
+}
+
+/* Asks the server c for the state of t's episode (State, 30 s): its step count goes
+ * into t->step and *have_state becomes 1; a server without State leaves both. Returns
+ * KA_OK, the call's error, or KA_ESTATE (reason in err) when the episode is closed or
+ * unknown. */
+static int ec_step_state(ka_client *c, ec_step_target *t, int *have_state, char *err,
+                         size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__StateRequest sr = KERNELARENA__V1__STATE_REQUEST__INIT;
+  sr.episode_id = t->episode;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_STATE;
+  req.state = &sr;
+  Kernelarena__V1__Response *r;
+  int rc;
+  if ((rc = ka_client_call(c, &req, 30000, &r, err, errlen))) return rc;
+  if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE) {
+    *have_state = 1;
+    t->step = r->state->step;
+    if (r->state->closed)
+      rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: episode %s is closed (%s)", t->episode,
+                     r->state->close_reason ? r->state->close_reason : "closed");
+  } else if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
+             r->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND) {
+    rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: NOT_FOUND: %s",
+                   r->error->message ? r->error->message : "unknown episode");
   }
-  ka_client *c;
-  if ((rc = ka_client_open(t->server, &c, err, errlen))) goto out;
-  /* the episode's real step count, from State; servers (or proxies) without State get
-   * the state file's count, corrected once from the refusal message below */
-  int have_state = 0;
-  {
-    Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-    Kernelarena__V1__StateRequest sr = KERNELARENA__V1__STATE_REQUEST__INIT;
-    sr.episode_id = t->episode;
-    req.body_case = KERNELARENA__V1__REQUEST__BODY_STATE;
-    req.state = &sr;
-    Kernelarena__V1__Response *r;
-    if ((rc = ka_client_call(c, &req, 30000, &r, err, errlen))) {
-      ka_client_close(c);
-      goto out;
-    }
-    if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_STATE) {
-      have_state = 1;
-      t->step = r->state->step;
-      if (r->state->closed)
-        rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: episode %s is closed (%s)",
-                       t->episode, r->state->close_reason ? r->state->close_reason : "closed");
-    } else if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
-               r->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND) {
-      rc = ka_seterr(err, errlen, KA_ESTATE, "step refused: NOT_FOUND: %s",
-                     r->error->message ? r->error->message : "unknown episode");
-    }
-    ka_client_free_response(r);
-    if (rc) {
-      ka_client_close(c);
-      goto out;
-    }
-  }
+  ka_client_free_response(r);
+  return rc;
+}
+
+/* Sends the files f as the step t->step of t's episode to the server c (t->timeout_s);
+ * without have_state a FAILED_PRECONDITION naming the server's step count is retried
+ * once with that count. Returns KA_OK with *result (ec_step_json; the caller owns it)
+ * and t->step the new count, the call's error, or KA_ESTATE (reason in err) when the
+ * step is refused. */
+static int ec_step_send(ka_client *c, ec_step_target *t, ec_step_files *f, int have_state,
+                        json_t **result, char *err, size_t errlen) {
+  int rc = KA_OK;
   for (int attempt = 0; attempt < 2; attempt++) {
     Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
     Kernelarena__V1__StepRequest st = KERNELARENA__V1__STEP_REQUEST__INIT;
     st.episode_id = t->episode;
     st.expected_step = t->step;
-    st.files = fp;
-    st.n_files = (size_t)n;
+    st.files = f->fp;
+    st.n_files = (size_t)f->n;
     req.body_case = KERNELARENA__V1__REQUEST__BODY_STEP;
     req.step = &st;
     Kernelarena__V1__Response *r;
@@ -273,16 +289,37 @@ int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen)
     ka_client_free_response(r);
     break;
   }
+  return rc;
+}
+
+/* Records a step made in t's workspace: result as .kernelarena/last_result.json and
+ * the new step count in the state file. Write errors are ignored. */
+static void ec_step_record(const ec_step_target *t, const json_t *result) {
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/.kernelarena", t->workspace);
+  ka_mkdirs(path);
+  snprintf(path, sizeof path, "%s/.kernelarena/last_result.json", t->workspace);
+  json_dump_file(result, path, JSON_INDENT(2));
+  ec_state_set_step(t);
+}
+
+/* One step of the workspace of t (agent.h): read the files, check the server, its
+ * State, the Step, then record it in the workspace. */
+int ec_step_submit(ec_step_target *t, json_t **result, char *err, size_t errlen) {
+  *result = NULL;
+  ec_step_files f = {0};
+  int rc = ec_step_read_files(t, &f, err, errlen);
+  if (rc || (rc = ec_step_check_server(t, err, errlen))) goto out;
+  ka_client *c;
+  if ((rc = ka_client_open(t->server, &c, err, errlen))) goto out;
+  /* the episode's real step count, from State; servers (or proxies) without State get
+   * the state file's count, corrected once from the refusal message in ec_step_send */
+  int have_state = 0;
+  rc = ec_step_state(c, t, &have_state, err, errlen);
+  if (rc == KA_OK) rc = ec_step_send(c, t, &f, have_state, result, err, errlen);
   ka_client_close(c);
-  if (rc == KA_OK) {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/.kernelarena", t->workspace);
-    ka_mkdirs(path);
-    snprintf(path, sizeof path, "%s/.kernelarena/last_result.json", t->workspace);
-    json_dump_file(*result, path, JSON_INDENT(2));
-    ec_state_set_step(t);
-  }
+  if (rc == KA_OK) ec_step_record(t, *result);
 out:
-  for (int i = 0; i < n; i++) free(bufs[i]);
+  for (int i = 0; i < f.n; i++) free(f.bufs[i]);
   return rc;
 }
