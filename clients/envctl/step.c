@@ -274,7 +274,7 @@ static int ec_step_send(ka_client *c, ec_step_target *t, ec_step_files *f, int h
                         ? r->error->message
                         : "";
     const char *p = strstr(m, " has taken ");
-    if (attempt == 0 && !have_state && r->error &&
+    if (attempt == 0 && !have_state && r->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
         r->error->code == KERNELARENA__V1__ERROR_CODE__FAILED_PRECONDITION && p &&
         sscanf(p, " has taken %d", &taken) == 1 && taken != t->step) {
       t->step = taken; /* the state file was behind: retry once with the server's count */
