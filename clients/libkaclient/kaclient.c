@@ -144,11 +144,11 @@ static int kc_read_pem(const char *path, char **out) {
   size_t cap = 1u << 20, n = 0;
   char *buf = malloc(cap + 1);
   if (buf) n = fread(buf, 1, cap + 1, f);
-  int bad = !buf || ferror(f) || n > cap;
+  int e = !buf ? ENOMEM : ferror(f) ? EIO : n > cap ? EFBIG : 0;
   fclose(f);
-  if (bad) {
+  if (e) {
     free(buf);
-    errno = EFBIG;
+    errno = e;
     return -1;
   }
   buf[n] = 0;
@@ -182,7 +182,7 @@ static int kc_own_cert(nng_dialer d, char *err, size_t errlen) {
     kc_seterr(err, errlen, KA_EINVAL, "certificate %s with key %s: %s (one pair, key unencrypted?)",
               cert, key, nng_strerror(rv));
   free(cpem);
-  memset(kpem, 0, strlen(kpem)); /* no copy of the key left in freed memory */
+  explicit_bzero(kpem, strlen(kpem)); /* no copy of the key left in freed memory */
   free(kpem);
   return rv;
 }

@@ -281,6 +281,22 @@ int ka_cmd_env_init(ka_cmd_env *e, const char *backend, int index, const char *p
   return KA_OK;
 }
 
+/* The init of a GPU command's PID namespace: forks, the child returns (and execs the
+ * command), this process reaps every child until the command's ends and exits with its
+ * status (128 + N for a signal N). When it ends, the kernel ends all else in the
+ * namespace. */
+static void cmd_init(void) {
+  pid_t c = fork();
+  if (c < 0) _exit(126);
+  if (c == 0) return;
+  for (;;) {
+    int st;
+    pid_t w = waitpid(-1, &st, 0);
+    if (w == c) _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    if (w < 0 && errno != EINTR) _exit(126);
+  }
+}
+
 /* The command's process: sandboxed (ka_sandbox_command: read-only system folders,
  * read-write only the workdir and the job's device nodes, no sockets but a GPU
  * command's AF_UNIX stream sockets that reach nothing: sandbox.c), limits, the
@@ -291,8 +307,9 @@ static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
   setrlimit(RLIMIT_FSIZE, &fs);
   struct rlimit core = {0, 0};
   setrlimit(RLIMIT_CORE, &core);
-  /* descriptors: enough for torch and triton, not enough to pin the machine's shared
-   * kernel objects (inotify instances, namespaces) by the thousand (red team 2026-12-02) */
+  /* descriptors: enough for torch and triton; a bound on what one command can hold open
+   * (not on the machine's 128 inotify instances per user, which it could still take while
+   * it runs: docs/sandbox.md) */
   struct rlimit nofile = {CMD_NOFILE, CMD_NOFILE};
   setrlimit(RLIMIT_NOFILE, &nofile);
   char err[256];
@@ -302,6 +319,10 @@ static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
     _exit(125);
   }
   close_range(3, ~0U, 0); /* only stdin (/dev/null), stdout and stderr (the pipe) */
+  /* PID 1 of the command's namespace: the kernel gives PID 1 no default signal actions
+   * (a self-sent SIGTERM, an alarm, abort's SIGABRT would not end it), so the command
+   * runs as PID 2 under this minimal init, which only waits */
+  if (getpid() == 1) cmd_init();
   char *argv[] = {"/bin/sh", "-c", (char *)cmdline, NULL};
   execve("/bin/sh", argv, (char *const *)e->envp);
   _exit(127);
@@ -317,18 +338,16 @@ static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = cmd_on_term;
   sigaction(SIGTERM, &sa, NULL);
-  /* a GPU command gets a PID namespace and its own /proc (CUDA writes its threads'
-   * names there: ka_sandbox_command_pidns); without one CUDA cannot initialise, which
-   * is the executor's fault (not root, or the machine's namespaces used up), never the
-   * submission's: the status pipe says the sandbox failed */
-  if (e->gpu && ka_sandbox_command_pidns() != KA_OK) {
+  /* a GPU command gets a PID namespace and its own /proc (ka_sandbox_command_pidns:
+   * CUDA may write its threads' names there, NVIDIA/OpenShell PR 710; not shown to be
+   * needed on the H200, where the socket was what failed). Without one (not root) the
+   * command runs with /proc read-only, as before; if CUDA then cannot initialise, the
+   * task's own baseline fails first in the same sandbox: an INFRA_ERROR, never a step */
+  if (e->gpu && ka_sandbox_command_pidns() != KA_OK)
     dprintf(2,
-            "[kernelarena] sandbox of the command: no PID namespace (%s): gpuexec must run as "
-            "root for GPU commands\n",
+            "[kernelarena] no PID namespace for the command (%s): /proc stays read-only "
+            "(gpuexec runs GPU commands best as root)\n",
             strerror(errno));
-    (void)!write(3, "S", 1);
-    _exit(125);
-  }
   pid_t g = fork();
   if (g < 0) _exit(126);
   if (g == 0) {

@@ -302,28 +302,33 @@ static const char *gx_status_name(int status) {
   return v ? v->name : "?";
 }
 
-/* An INFRA_ERROR is the executor's fault, never the submission's, and the client sees
- * only its message: the operator gets it on stderr, with --verbose also the last
- * GX_INFRA_TAIL bytes of the job's log (a command task's baseline pass, say), so that
- * the cause can be found without the episode's trace. */
 #define GX_INFRA_TAIL 4000
-static void gx_log_infra(const gx_worker *w, const char *job_id, const Kernelarena__V1__Result *r) {
-  fprintf(stderr, "gpuexec: %s: job %s: INFRA_ERROR: %s\n", w->id, job_id,
-          r->message && r->message[0] ? r->message : "(no message)");
-  if (!w->cfg->verbose || !r->runtime_log || !r->runtime_log[0]) return;
-  size_t n = strlen(r->runtime_log);
-  const char *tail = n > GX_INFRA_TAIL ? r->runtime_log + n - GX_INFRA_TAIL : r->runtime_log;
-  /* the log holds a command's own output: each line marked as the job's, control
-   * characters as '?', so that none reads as a line of gpuexec's (red team 2026-12-02) */
-  fprintf(stderr, "gpuexec: %s: job %s: the end of its log:\n", w->id, job_id);
+
+/* Writes text to stderr, each line after prefix, control characters (C0 and DEL) as '?':
+ * a command's own output cannot pass for a line of gpuexec's (red team 2026-12-02). */
+static void gx_put_marked(const char *prefix, const char *text) {
   int bol = 1;
-  for (const char *p = tail; *p; p++) {
-    if (bol) fputs("  | ", stderr);
+  for (const char *p = text; *p; p++) {
+    if (bol) fputs(prefix, stderr);
     unsigned char c = (unsigned char)*p;
     fputc(c == '\n' || c == '\t' || (c >= 0x20 && c != 0x7f) ? c : '?', stderr);
     bol = c == '\n';
   }
   if (!bol) fputc('\n', stderr);
+}
+
+/* An INFRA_ERROR is the executor's fault, never the submission's, and the client sees
+ * only its message: the operator gets it on stderr, with --verbose also the last
+ * GX_INFRA_TAIL bytes of the job's log (a command task's baseline pass, say), so that
+ * the cause can be found without the episode's trace. */
+static void gx_log_infra(const gx_worker *w, const char *job_id, const Kernelarena__V1__Result *r) {
+  fprintf(stderr, "gpuexec: %s: job %s: INFRA_ERROR: ", w->id, job_id);
+  gx_put_marked("", r->message && r->message[0] ? r->message : "(no message)");
+  if (!w->cfg->verbose || !r->runtime_log || !r->runtime_log[0]) return;
+  size_t n = strlen(r->runtime_log);
+  const char *tail = n > GX_INFRA_TAIL ? r->runtime_log + n - GX_INFRA_TAIL : r->runtime_log;
+  fprintf(stderr, "gpuexec: %s: job %s: the end of its log:\n", w->id, job_id);
+  gx_put_marked("  | ", tail);
 }
 
 static void *gx_worker_main(void *arg) {

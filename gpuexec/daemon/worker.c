@@ -1387,10 +1387,11 @@ static void *wk_finish_main(void *arg) {
   wk_leaver *l = arg;
   wk_finish(&l->ch);
   wk_leaving_add(l->dev, -1);
-  /* the next runner opens its context now that this one's is gone: the two at once were
-   * both slower, and the teardown (under the device lock, shared) kept the next step's
-   * first timed call waiting 141 ms (H200, 2026-12-02, docs/benchmarks/
-   * 2026-12-02-session17-h200.md); ka_evaluate_finish leaves the warming to us */
+  /* the next runner opens its context now that this one's is gone: with both at once
+   * the teardown (under the device lock, shared) kept the next step's first case waiting
+   * 115-157 ms for the lock (H200, 2026-12-02, docs/benchmarks/
+   * 2026-12-02-session17-h200.md; not re-measured with this); ka_evaluate_finish leaves
+   * the warming to us */
   ka_pool_warm(l->cfg, l->dev);
   free(l);
   return NULL;

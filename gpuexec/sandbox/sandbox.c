@@ -767,22 +767,23 @@ static int sb_seccomp_gpu_unix(scmp_filter_ctx f) {
   return rc;
 }
 
-/* First stage: no network, no tracing, no privileged calls. */
-static int sb_seccomp_base(char *err, size_t errlen) {
-  scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
-  if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
-  int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+/* The base filter's socket rules: no socket() (AF_UNIX only with KA_SANDBOX_UNIX=1; a
+ * GPU command's own rule, sb_seccomp_gpu_unix), socketpair() only AF_UNIX and never of
+ * type SOCK_DGRAM. 0 or libseccomp's negative error. */
+static int sb_seccomp_sockets(scmp_filter_ctx f) {
+  int rc = 0;
   const char *unix_ok = getenv("KA_SANDBOX_UNIX");
-  if (!rc && sb_base_self_only) rc = sb_seccomp_self_only(f);
-  if (sb_cmd_gpu_unix) {
-    if (!rc) rc = sb_seccomp_gpu_unix(f);
-  } else if (unix_ok && !strcmp(unix_ok, "1")) {
+  /* KA_SANDBOX_UNIX=1 (every AF_UNIX socket: what made CUDA initialise in a command on
+   * the H200) goes before a GPU command's narrower rule, which has not run on a GPU yet */
+  if (unix_ok && !strcmp(unix_ok, "1")) {
     if (!rc)
       rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
     if (!rc)
       rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+  } else if (sb_cmd_gpu_unix) {
+    if (!rc) rc = sb_seccomp_gpu_unix(f);
   } else {
     if (!rc) rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
     /* socketpair(AF_UNIX) connects nothing outside: the host backend talks to its
@@ -797,6 +798,39 @@ static int sb_seccomp_base(char *err, size_t errlen) {
   if (!rc)
     rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socketpair), 1,
                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM));
+  return rc;
+}
+
+/* The base filter's namespace and mount rules beyond mount(2) and unshare(2): the mount
+ * API and clone(2) into new namespaces (EPERM). 0 or libseccomp's negative error. */
+static int sb_seccomp_ns_mount(scmp_filter_ctx f) {
+  int rc = 0;
+  /* the mount API of Linux 5.2 (a detached mount needs no mount(2)) */
+  static const int mount_api[] = {SCMP_SYS(open_tree),    SCMP_SYS(move_mount), SCMP_SYS(fsopen),
+                                  SCMP_SYS(fsconfig),     SCMP_SYS(fsmount),    SCMP_SYS(fspick),
+                                  SCMP_SYS(mount_setattr)};
+  for (size_t i = 0; i < sizeof mount_api / sizeof mount_api[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), mount_api[i], 0);
+  /* clone(2) into new namespaces (unshare is refused above): a user namespace gives its
+   * creator every capability inside it, and namespaces held open by descriptors count
+   * against the machine's per-user limits that other evaluations' sandboxes need (red
+   * team 2026-12-02) */
+  static const unsigned long ns_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
+                                           CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
+                                           CLONE_NEWCGROUP};
+  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+  return rc;
+}
+
+/* First stage: no network, no tracing, no privileged calls. */
+static int sb_seccomp_base(char *err, size_t errlen) {
+  scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+  if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
+  int rc = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+  if (!rc && sb_base_self_only) rc = sb_seccomp_self_only(f);
+  if (!rc) rc = sb_seccomp_sockets(f);
   static const int eperm[] = {SCMP_SYS(ptrace),
                               SCMP_SYS(process_vm_readv),
                               SCMP_SYS(process_vm_writev),
@@ -839,22 +873,7 @@ static int sb_seccomp_base(char *err, size_t errlen) {
                               SCMP_SYS(mknodat)};
   for (size_t i = 0; i < sizeof eperm / sizeof eperm[0] && !rc; i++)
     rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), eperm[i], 0);
-  /* the mount API of Linux 5.2 (a detached mount needs no mount(2)) */
-  static const int mount_api[] = {SCMP_SYS(open_tree),    SCMP_SYS(move_mount), SCMP_SYS(fsopen),
-                                  SCMP_SYS(fsconfig),     SCMP_SYS(fsmount),    SCMP_SYS(fspick),
-                                  SCMP_SYS(mount_setattr)};
-  for (size_t i = 0; i < sizeof mount_api / sizeof mount_api[0] && !rc; i++)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), mount_api[i], 0);
-  /* clone(2) into new namespaces (unshare is refused above): a user namespace gives its
-   * creator every capability inside it, and namespaces held open by descriptors count
-   * against the machine's per-user limits that other evaluations' sandboxes need (red
-   * team 2026-12-02) */
-  static const unsigned long ns_flags[] = {CLONE_NEWNS,    CLONE_NEWUTS, CLONE_NEWIPC,
-                                           CLONE_NEWUSER,  CLONE_NEWPID, CLONE_NEWNET,
-                                           CLONE_NEWCGROUP};
-  for (size_t i = 0; i < sizeof ns_flags / sizeof ns_flags[0] && !rc; i++)
-    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                          SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+  if (!rc) rc = sb_seccomp_ns_mount(f);
   static const int enosys[] = {SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter),
                                SCMP_SYS(io_uring_register), SCMP_SYS(clone3)};
   /* clone3 passes its flags in memory, which a filter cannot read; ENOSYS makes glibc
