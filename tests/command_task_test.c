@@ -657,6 +657,73 @@ static void test_lock(void) {
   ka_task_free(t);
 }
 
+/* Evaluates task t's unchanged folder as a step on a "cuda" device of this CPU machine
+ * (no such nodes here: skipped), so that its commands run in the GPU commands' sandbox
+ * and PID namespace (as root). res is the caller's to clear. */
+static void gpu_eval(const ka_task *t, Kernelarena__V1__Result *res) {
+  ka_exec_config cfg = {.tmp_dir = g_tmp};
+  Kernelarena__V1__Device dev = KERNELARENA__V1__DEVICE__INIT;
+  dev.backend = "cuda";
+  Kernelarena__V1__Job job = KERNELARENA__V1__JOB__INIT;
+  job.task_id = t->id;
+  job.task_version = t->version;
+  job.timeout_s = 60;
+  kernelarena__v1__result__init(res);
+  ka_devlock none = {.m = -1, .t = -1};
+  ka_command_evaluate(&cfg, &dev, &job, t, &none, res);
+}
+
+/* A GPU command runs as PID 2 of its namespace under a minimal init (cmd_init), so that
+ * the default signal actions hold for it: as PID 1 a command's SIGTERM to itself was
+ * ignored (the kernel gives PID 1 none; review 2026-12-02). */
+static void test_gpu_command_pid(void) {
+  put("pidtask/k.py", "x = 1\n");
+  put("pidtask/config.yaml",
+      "source_file_path: k.py\n"
+      "compile_command: ['echo PID $$']\n"
+      "correctness_command: ['echo CHECK']\n"
+      "performance_command:\n"
+      "  - mkdir -p build; echo '[{\"name\":\"a\",\"execution_time_ms\":1}]'"
+      " > build/performance_report.json\n");
+  put("termtask/k.py", "x = 1\n");
+  put("termtask/config.yaml",
+      "source_file_path: k.py\n"
+      "compile_command: ['echo COMPILED']\n"
+      "correctness_command: ['kill -TERM $$; echo STILL_$((1 + 1))_ALIVE']\n"
+      "performance_command: ['echo PERF']\n");
+  char dir[PATH_MAX], err[512] = "";
+  ka_task *t = NULL;
+  snprintf(dir, sizeof dir, "%s/pidtask", g_tmp);
+  int rc = ka_command_task_load(dir, "pidtask", &t, err, sizeof err);
+  check(rc == KA_OK, "the pid task loads", "%s", err);
+  if (rc == KA_OK) {
+    Kernelarena__V1__Result res;
+    gpu_eval(t, &res);
+    const char *log = res.runtime_log ? res.runtime_log : "";
+    check(res.status == KERNELARENA__V1__STATUS__OK && strstr(log, "\nPID 2\n"),
+          "a GPU command is PID 2 of its namespace (an init is PID 1)", "status %d: %s",
+          (int)res.status, log);
+    ka_result_clear(&res);
+    ka_task_free(t);
+  }
+  t = NULL;
+  snprintf(dir, sizeof dir, "%s/termtask", g_tmp);
+  rc = ka_command_task_load(dir, "termtask", &t, err, sizeof err);
+  check(rc == KA_OK, "the term task loads", "%s", err);
+  if (rc == KA_OK) {
+    Kernelarena__V1__Result res;
+    gpu_eval(t, &res);
+    const char *log = res.runtime_log ? res.runtime_log : "";
+    const char *msg = res.message ? res.message : "";
+    /* the log shows the command's text too: the marker is what only its echo prints */
+    check(!strstr(log, "STILL_2_ALIVE") && strstr(msg, "was killed by signal 15"),
+          "a GPU command's SIGTERM to itself ends it (signal 15), as outside a namespace",
+          "message %s; log %s", msg, log);
+    ka_result_clear(&res);
+    ka_task_free(t);
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: command_task_test SOURCE_DIR\n");
@@ -671,6 +738,7 @@ int main(int argc, char **argv) {
   test_gpu_sandbox();
   test_gpu_own_proc();
   test_gpu_sockets();
+  test_gpu_command_pid();
   test_hidden_tasks();
   test_lock();
   ka_rmtree(g_tmp);
