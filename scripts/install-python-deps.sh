@@ -18,12 +18,12 @@
 # (tests/deploy_lint.sh; it bundles the schemas, so it works offline): 15 s in a fresh
 # venv here, 145 MiB (the schemas of every Kubernetes version).
 # Wheels in .whl/ (scripts/fetch-wheels.sh) are used first; PyPI otherwise.
-#   scripts/install-python-deps.sh [--trainers]
-# --trainers also makes .venv-verifiers (git-ignored) with verifiers 0.4.0 and the
-# client's dependencies: verifiers pins mcp==2.0.0, which .venv's mcp 2.3.0 excludes, so
-# it gets its own venv; 35 to 90 s and about 570 MiB here. Its test, ctest
-# python_faults_verifiers, is in lane trainers (scripts/test.sh trainers), not in CI's
-# lanes, and fails loudly without it. --trainers also makes .venv-nemo with nemo-gym
+#   scripts/install-python-deps.sh [--verifiers] [--trainers]
+# --verifiers (and --trainers) also makes .venv-verifiers (git-ignored) with verifiers
+# 0.4.0 and the client's dependencies: verifiers pins mcp==2.0.0, which .venv's mcp 2.3.0
+# excludes, so it gets its own venv; 35 to 90 s and about 570 MiB here. Its test, ctest
+# python_faults_verifiers, is in the full lane (scripts/test.sh makes the venv beside the
+# builds) and fails loudly without it. --trainers also makes .venv-nemo with nemo-gym
 # 0.4.0 (it needs Python 3.12 or later: KA_PYTHON312, else the first of python3.12,
 # python3.13 and pyenv's 3.12/3.13 that runs; about 110 s and 1.35 GiB here: ray), for
 # ctest python_faults_nemo_gym (lane trainers too); and .venv-trl with trl 1.16.0 and torch
@@ -31,11 +31,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 TRAINERS=""
+VERIFIERS=""
 for a in "$@"; do
   case $a in
-    --trainers) TRAINERS=1 ;;
+    --trainers) TRAINERS=1 VERIFIERS=1 ;;
+    --verifiers) VERIFIERS=1 ;;
     *)
-      echo "install-python-deps: unknown argument '$a' (--trainers)" >&2
+      echo "install-python-deps: unknown argument '$a' (--verifiers, --trainers)" >&2
       exit 2
       ;;
   esac
@@ -50,7 +52,7 @@ FIND=""
   'numpy>=1.21' 'mcp==2.3.0' 'skyrl-gym==0.4.0' 'openenv-core==0.3.0' 'transformers==5.24.0' \
   'triton==3.6.0' 'wheel>=0.42' 'kubernetes-validate==1.37.0'
 .venv/bin/python3 -c "import google.protobuf, pynng, gymnasium, mcp, skyrl_gym, openenv.core, transformers.utils, triton; print('install-python-deps: protobuf', google.protobuf.__version__, 'gymnasium', gymnasium.__version__, 'triton', triton.__version__)"
-if [ -n "$TRAINERS" ]; then
+if [ -n "$VERIFIERS" ]; then
   [ -x .venv-verifiers/bin/python3 ] || python3 -m venv .venv-verifiers
   # shellcheck disable=SC2086
   .venv-verifiers/bin/python3 -m pip install --quiet $FIND 'protobuf>=5.29' 'pynng>=0.8' \

@@ -52,7 +52,8 @@ set(KA_PROFILE_ENV KA_JOB_REPS=3 KA_JOB_WARMUP=0)
 set(KA_HEAVY_TESTS
     sandbox_faults triton_baselines torch_cuda_emu reference_split python_faults_openenv
     concurrency integrity validate_fixtures_fields validate_fixtures python_client heartbeat
-    report_render python_wheel python_faults_vector hip_compile nvrtc_compile)
+    report_render python_wheel python_faults_vector hip_compile nvrtc_compile
+    python_faults_verifiers)
 # Seconds each long test took in a run of the full lane two at a time on the 2-core
 # machine (2026-12-02, docs/benchmarks/2026-12-02-ci-time.md; the machine shared with
 # other builds): ctest -j starts the costliest first (a fresh build folder has no
@@ -62,7 +63,8 @@ set(KA_HEAVY_TESTS
 set(KA_TEST_COSTS
     agents_experiment 1000 e2e_speedup 999 prefetch_e2e 998
     sandbox_faults 40 triton_baselines 30 torch_cuda_emu 29 reference_split 26
-    python_faults_openenv 23 reliability_cleanup 22 concurrency 21 integrity 21
+    python_faults_verifiers 40 python_faults_openenv 23 reliability_cleanup 22 concurrency 21
+    integrity 21
     validate_fixtures_fields 20 e2e_host 19 netns 20 agents_run 18 python_faults_trl 17
     python_client 17 python_faults_skyrl 16 heartbeat 16 compile_deadline 16
     command_tasks 16 triton_faults 16 validate_fixtures 15 hip_compile 15 report_render 15
