@@ -18,7 +18,8 @@
 #             when those lanes ran earlier in the same invocation (their verdicts stand)
 #   fuzz      15 s of each libFuzzer target (one per core at a time) in their clang
 #             build, build-fuzz/
-#   trainers  ctest -L trainers in build/ (python_faults_nemo_gym, python_faults_trl_grpo:
+#   trainers  ctest -L trainers in build/ (python_faults_verifiers, python_faults_nemo_gym,
+#             python_faults_trl_grpo:
 #             in their own venvs, made first by scripts/install-python-deps.sh
 #             --trainers); not among the defaults (CI's), and full leaves its tests out
 #             (docs/trainers.md)
@@ -93,7 +94,7 @@ build_fuzz() { # the libFuzzer targets (fuzz/run.sh) only, in their own clang bu
 if [ -z "${KA_NO_INSTALL:-}" ]; then
   [ -x .venv/bin/python3 ] || python3 -m venv .venv
   pip_log=$(mktemp /tmp/ka-pip-XXXXXX)
-  PIP_COMPILE=0 ./scripts/install-python-deps.sh --verifiers >"$pip_log" 2>&1 &
+  PIP_COMPILE=0 ./scripts/install-python-deps.sh >"$pip_log" 2>&1 &
   pip_pid=$!
 fi
 for lane in $LANES; do
