@@ -23,7 +23,7 @@
 # 0.4.0 and the client's dependencies: verifiers pins mcp==2.0.0, which .venv's mcp 2.3.0
 # excludes, so it gets its own venv; 35 to 90 s and about 570 MiB here. Its test, ctest
 # python_faults_verifiers, is in lane trainers (scripts/test.sh trainers), not in CI's
-# lanes (2 minutes more: docs/benchmarks/2026-12-02-ci-time.md), and fails loudly
+# lanes (at their 10 minutes already: docs/benchmarks/2026-12-02-ci-time.md), and fails loudly
 # without it. --trainers also makes .venv-nemo with nemo-gym
 # 0.4.0 (it needs Python 3.12 or later: KA_PYTHON312, else the first of python3.12,
 # python3.13 and pyenv's 3.12/3.13 that runs; about 110 s and 1.35 GiB here: ray), for

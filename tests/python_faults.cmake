@@ -19,8 +19,8 @@ add_test(NAME python_wheel COMMAND ${CMAKE_CURRENT_LIST_DIR}/python_wheel_test.s
 set_tests_properties(python_wheel PROPERTIES TIMEOUT 240 LABELS python)
 # verifiers (lane trainers: its venv, .venv-verifiers, comes from
 # scripts/install-python-deps.sh --verifiers or --trainers; verifiers pins mcp==2.0.0,
-# .venv has 2.3.0). Not in CI's lanes: with it CI took 10 min 47 s against 8 min 51 s
-# (docs/benchmarks/2026-12-02-ci-time.md). Without that venv the test fails and says how
+# .venv has 2.3.0). Not in CI's lanes, which are at their 10 minutes already (with it CI
+# took 10 min 47 s, without 8 min 51 s and 10 min 34 s: docs/benchmarks/2026-12-02-ci-time.md). Without that venv the test fails and says how
 # to make it.
 set(KA_VERIFIERS_PYTHON ${CMAKE_SOURCE_DIR}/.venv-verifiers/bin/python3)
 add_test(NAME python_faults_verifiers
