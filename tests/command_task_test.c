@@ -684,7 +684,7 @@ static void test_gpu_command_pid(void) {
   put("pidtask/k.py", "x = 1\n");
   put("pidtask/config.yaml",
       "source_file_path: k.py\n"
-      "compile_command: ['echo PID $$']\n"
+      "compile_command: ['echo PID $$; echo OOM $(cat /proc/self/oom_score_adj)']\n"
       "correctness_command: ['echo CHECK']\n"
       "performance_command:\n"
       "  - mkdir -p build; echo '[{\"name\":\"a\",\"execution_time_ms\":1}]'"
@@ -704,9 +704,10 @@ static void test_gpu_command_pid(void) {
     Kernelarena__V1__Result res;
     gpu_eval(t, &res);
     const char *log = res.runtime_log ? res.runtime_log : "";
-    check(res.status == KERNELARENA__V1__STATUS__OK && strstr(log, "\nPID 2\n"),
-          "a GPU command is PID 2 of its namespace (an init is PID 1)", "status %d: %s",
-          (int)res.status, log);
+    check(res.status == KERNELARENA__V1__STATUS__OK && strstr(log, "\nPID 2\n") &&
+              strstr(log, "\nOOM 1000\n"),
+          "a GPU command is PID 2 of its namespace (an init is PID 1), first for the OOM killer",
+          "status %d: %s", (int)res.status, log);
     ka_result_clear(&res);
     ka_task_free(t);
   }

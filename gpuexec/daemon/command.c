@@ -312,6 +312,10 @@ static void cmd_exec(const ka_cmd_env *e, const char *cmdline) {
    * it runs: docs/sandbox.md) */
   struct rlimit nofile = {CMD_NOFILE, CMD_NOFILE};
   setrlimit(RLIMIT_NOFILE, &nofile);
+  /* first for the OOM killer, as module processes are (runner.c): memory a command takes
+   * ends the command, not another evaluation's process (red team 2026-12-02) */
+  int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+  if (oom >= 0) (void)!write(oom, "1000", 4), close(oom);
   char err[256];
   if (ka_sandbox_command(e->workdir, e->gpu ? e->nodes : NULL, e->ro, err, sizeof err) != KA_OK) {
     dprintf(2, "[kernelarena] sandbox of the command: %s\n", err);
