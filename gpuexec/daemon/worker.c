@@ -1305,8 +1305,45 @@ static int wk_pool_take(const Kernelarena__V1__Device *dev, wk_child *ch, char *
   return got;
 }
 
+/* This runner's open descriptions of dev's device lock (devlock.h) in *m and *t (the
+ * caller closes them once sent): KA_OK, or an error (no lock: the host backend, or the
+ * files could not be made) with both -1. */
+static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t);
+
 /* Set by ka_pool_drain (gpuexec stopping): no runner is warmed after it. */
 static int wk_pool_closed;
+
+/* Starts one warm runner of dev (pool key key) into the free slot w (wk_pool_mu held).
+ * The runner opens its device under the device lock held shared (runner.h
+ * KA_RUNNER_PREOPEN_ENV "...:L"), so that creating a context never overlaps another
+ * evaluation's timed call: its own descriptions of the lock go to it first on its stdin
+ * (ka_devlock_send) and ours are closed at once (the runner releases the lock itself
+ * after the open; if it dies meanwhile, its exit releases it). No lock (its files could
+ * not be made): the runner opens without one, as before the lock existed. A runner that
+ * cannot be started or sent its lock is not kept. */
+static void wk_pool_start(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                          const char *key, wk_warm *w) {
+  char err[256], pre[80];
+  int lm = -1, lt = -1;
+  int locked = wk_lock_fds(dev, &lm, &lt) == KA_OK;
+  snprintf(pre, sizeof pre, locked ? "%s:%c" : "%s", key, KA_RUNNER_LOCK_PREAMBLE);
+  snprintf(w->workdir, sizeof w->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
+  int ok = mkdtemp(w->workdir) != NULL;
+  if (ok && wk_spawn(cfg, dev->backend, w->workdir, pre, WK_POOL_CPU_S, &w->ch, err, sizeof err) !=
+                KA_OK) {
+    ka_rmtree(w->workdir);
+    ok = 0;
+  }
+  if (ok) {
+    snprintf(w->key, sizeof w->key, "%s", key);
+    w->used = 1;
+    w->born = ka_now_s();
+    if (locked && ka_devlock_send(w->ch.in_fd, lm, lt, KA_RUNNER_LOCK_PREAMBLE) != KA_OK)
+      wk_warm_discard(w);
+  }
+  if (locked) close(lm), close(lt);
+  if (!ok) memset(w, 0, sizeof *w);
+}
 
 void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev) {
   if (!cfg->pool || !dev->backend || !strcmp(dev->backend, "host")) return;
@@ -1323,21 +1360,7 @@ void ka_pool_warm(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev)
     if (wk_pool[i].used && !strcmp(wk_pool[i].key, key)) have++;
     if (!wk_pool[i].used && slot < 0) slot = i;
   }
-  if (have < want && slot >= 0) {
-    wk_warm *w = &wk_pool[slot];
-    char err[256];
-    snprintf(w->workdir, sizeof w->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
-    if (mkdtemp(w->workdir)) {
-      if (wk_spawn(cfg, dev->backend, w->workdir, key, WK_POOL_CPU_S, &w->ch, err, sizeof err) ==
-          KA_OK) {
-        snprintf(w->key, sizeof w->key, "%s", key);
-        w->used = 1;
-        w->born = ka_now_s();
-      } else {
-        ka_rmtree(w->workdir);
-      }
-    }
-  }
+  if (have < want && slot >= 0) wk_pool_start(cfg, dev, key, &wk_pool[slot]);
   pthread_mutex_unlock(&wk_pool_mu);
 }
 
@@ -1460,11 +1483,6 @@ void ka_pool_drain(void) {
     if (wk_pool[i].used) wk_warm_discard(&wk_pool[i]);
   pthread_mutex_unlock(&wk_pool_mu);
 }
-
-/* This runner's open descriptions of dev's device lock (devlock.h) in *m and *t (the
- * caller closes them once sent): KA_OK, or an error (no lock: the host backend, or the
- * files could not be made) with both -1. */
-static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t);
 
 /* The evaluation's runner, with the job and its memfds sent: the device's warm runner
  * if it has a live one, else one started now (in a new workdir); a warm runner that

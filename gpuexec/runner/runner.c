@@ -101,6 +101,34 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
   return KA_OK;
 }
 
+/* A warm runner (KA_RUNNER_PREOPEN_ENV): loads the backend and opens the device named
+ * there into s->be and s->ctx, under the device lock held shared when the environment
+ * says a lock preamble comes on stdin (its descriptions are closed again after the open:
+ * the job brings the runner's own). Without the variable, or if anything fails, s->ctx
+ * stays NULL and the job opens its device as a cold runner does. The device's name goes
+ * into backend/index. Returns the seconds spent waiting for the lock (0 without one). */
+static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index) {
+  const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
+  char fmt[32], lk = 0;
+  snprintf(fmt, sizeof fmt, "%%%zu[^:]:%%d:%%c", blen - 1);
+  int n = pre ? sscanf(pre, fmt, backend, index, &lk) : 0;
+  if (n < 2) return 0;
+  ka_devlock l = {.m = -1, .t = -1};
+  if (n == 3 && lk == KA_RUNNER_LOCK_PREAMBLE &&
+      (ka_devlock_recv(0, KA_RUNNER_LOCK_PREAMBLE, &l.m, &l.t) != KA_OK ||
+       ka_devlock_shared(&l) != KA_OK)) {
+    if (l.m >= 0) close(l.m), close(l.t);
+    return 0; /* no lock, no device opened ahead: the job's own lock covers its open */
+  }
+  char perr[RN_ERRLEN];
+  s->be = ka_backend_load(backend, perr, sizeof perr);
+  if (!s->be || s->be->open(*index, &s->ctx, perr, sizeof perr) != KA_OK)
+    s->be = NULL, s->ctx = NULL;
+  ka_devlock_release(&l);
+  if (l.m >= 0) close(l.m), close(l.t);
+  return l.waited_s;
+}
+
 /* RunnerJob.fds_passed: turns the cases' fd indices into the received descriptors.
  * KA_EINVAL if an index is out of range. */
 static int rn_map_fds(Kernelarena__V1__RunnerJob *job, const int *fds, int nfds) {
@@ -608,13 +636,7 @@ int main(int argc, char **argv) {
   s.image_fd = -1, s.cand_image_fd = -1, s.trial_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
-  const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
-  if (pre && sscanf(pre, "%63[^:]:%d", pre_backend, &pre_index) == 2) {
-    char perr[RN_ERRLEN];
-    s.be = ka_backend_load(pre_backend, perr, sizeof perr);
-    if (!s.be || s.be->open(pre_index, &s.ctx, perr, sizeof perr) != KA_OK)
-      s.be = NULL, s.ctx = NULL;
-  }
+  double pre_wait_s = rn_preopen(&s, pre_backend, sizeof pre_backend, &pre_index);
   uint8_t *jbuf;
   size_t jlen;
   static int fds[KA_RUNNER_MAX_FDS];
@@ -710,11 +732,17 @@ int main(int argc, char **argv) {
       pthread_join(wt, NULL);
     }
     res.compile_s = ka_now_s() - t0;
+    char how[96];
+    if (was_warm)
+      snprintf(how, sizeof how,
+               "opened ahead (warm, %.1f ms waiting for the device lock), job's part",
+               pre_wait_s * 1e3);
+    else
+      snprintf(how, sizeof how, "opened");
     ka_sb_printf(&s.log,
                  "[kernelarena] runner: device %s %.1f ms, baseline build %.1f ms, candidate "
                  "build %.1f ms\n",
-                 was_warm ? "opened ahead (warm), job's part" : "opened", t_open * 1e3,
-                 (t0 - t_base) * 1e3, res.compile_s * 1e3);
+                 how, t_open * 1e3, (t0 - t_base) * 1e3, res.compile_s * 1e3);
     /* device memory the candidate's module needs beyond the device's (a huge __device__
      * array) is its own verdict, never the runner's */
     if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;
