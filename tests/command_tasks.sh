@@ -21,6 +21,12 @@ cp -r "$FIX/tasks" "$WORK/tasks"
 cp -r "$WORK/tasks/suite/demo/sum_py" "$WORK/tasks/suite/demo/sum_py_exec"
 sed -i 's|^  - python3 scripts/check.py|  - exec python3 scripts/check.py|' \
   "$WORK/tasks/suite/demo/sum_py_exec/config.yaml"
+# the same task with its source file in a folder (source/kernel.py), as the seed's tasks
+# keep theirs: a command agent's workspace must get the folder (envctl made none before)
+N=$WORK/tasks/suite/demo/sum_py_nested
+cp -r "$WORK/tasks/suite/demo/sum_py" "$N"
+mkdir "$N/source" && mv "$N/kernel.py" "$N/source/kernel.py"
+sed -i 's|^  - kernel.py|  - source/kernel.py|' "$N/config.yaml"
 before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 
 # 1. Loading: envctl tasks lists both command tasks with their kind and backends.
@@ -110,6 +116,17 @@ t1=$(date +%s)
 cat "$WORK/exec.out"
 check "quiet_sleep (exec'd, its output closed): TIMEOUT at the 5 s deadline, in $((t1 - t0)) s" sh -c \
   "grep '^step 1:' '$WORK/exec.out' | grep -q 'status TIMEOUT' && [ $((t1 - t0)) -lt 25 ]"
+
+# 2c. A task whose source file is in a folder (source/kernel.py, as the seed's tasks): the
+# command agent's workspace holds it there, and a faster copy scores as in sum_py.
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_nested --seed 3 \
+  --max-steps 1 --workspace "$WORK/ws-nested" --agent "command:cp $CAND/fast.py source/kernel.py" \
+  >"$WORK/nested.out" 2>&1
+cat "$WORK/nested.out"
+check "a source file in a folder: the workspace has source/kernel.py" \
+  [ -f "$WORK/ws-nested/source/kernel.py" ]
+check "a source file in a folder: the faster candidate scores OK, reward 320.00" sh -c \
+  "grep '^step 1:' '$WORK/nested.out' | grep 'status OK,' | grep -q 'reward 320.00'"
 
 # 3. The step's info carries the integrity level; a harness file is refused in a step.
 # the agent of a new episode takes its step itself, from the workspace (envctl step --json)

@@ -59,6 +59,14 @@ static int ec_write_dir(const char *dir, const Kernelarena__V1__Observation *obs
   for (size_t i = 0; i < obs->n_files; i++) {
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s", dir, obs->files[i]->path);
+    /* a file in a folder (a command task's source/x.py): its folders first */
+    char *slash = strrchr(p, '/');
+    if (slash > p + strlen(dir)) {
+      *slash = '\0';
+      int rc = ka_mkdirs(p);
+      *slash = '/';
+      if (rc) return 1;
+    }
     if (ka_write_file(p, obs->files[i]->content.data, obs->files[i]->content.len)) return 1;
   }
   char p[PATH_MAX];
