@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -407,15 +408,17 @@ static void test_gpu_own_proc(void) {
 }
 
 /* A GPU command's sockets (sb_seccomp_gpu_unix; H200, 2026-12-02: cuInit failed with error
- * 304 in the command sandbox because socket(AF_UNIX) was refused): it can make an AF_UNIX
- * stream socket and socketpairs, but no other family or type, and it reaches no socket
- * outside it: connect() and sendto() with an address fail, and the test's own listening
- * stream socket and datagram socket (standing for envserver's and gpuexec's ipc
- * endpoints and the system's) receive nothing. A host command still gets no socket; in
+ * 304 in the command sandbox because socket(AF_UNIX, SOCK_SEQPACKET) was refused): it can
+ * make AF_UNIX stream and seqpacket sockets and socketpairs, but no other family or type,
+ * and it reaches no socket outside it: connect() (to a path or an abstract name) and
+ * sendto() with an address fail, and the test's own listening stream, abstract seqpacket
+ * and datagram sockets (standing for envserver's and gpuexec's ipc endpoints and the
+ * system's) receive nothing. A host command still gets no socket; in
  * no domain is a datagram socketpair made (its sendto to an address reached the test's
  * datagram socket from a host command: found by this test).
  * Exit code of the child: a bit per failed expectation. */
-static int socket_child(const char *wd, int gpu, const char *lpath, const char *dpath) {
+static int socket_child(const char *wd, int gpu, const char *lpath, const char *dpath,
+                        const char *apath) {
   pid_t pid = fork();
   if (pid == 0) {
     static const char *const nodes[] = {"/dev/ptmx", NULL};
@@ -439,7 +442,15 @@ static int socket_child(const char *wd, int gpu, const char *lpath, const char *
     errno = 0;
     long sent = sendto(sp[0], "x", 1, 0, (struct sockaddr *)&da, sizeof da);
     bad |= (sent >= 0 || (gpu && errno != ENOENT)) << 5;
-    bad |= (socket(AF_UNIX, SOCK_SEQPACKET, 0) >= 0) << 6;
+    /* seqpacket (what CUDA makes): a GPU command's, and its connect to an abstract name
+     * listening outside fails too (ENOENT) */
+    int sq = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un aa = {.sun_family = AF_UNIX};
+    memcpy(aa.sun_path + 1, apath, strlen(apath));
+    socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(apath));
+    bad |= ((sq >= 0) != gpu ||
+            (sq >= 0 && (connect(sq, (struct sockaddr *)&aa, alen) == 0 || errno != ENOENT)))
+           << 6;
     /* a datagram pair sends to any address given (unix_dgram_sendmsg): refused everywhere */
     bad |= (socketpair(AF_UNIX, SOCK_DGRAM, 0, dp) == 0) << 7;
     /* no new namespaces by clone (a user namespace has every capability inside it) and
@@ -469,6 +480,15 @@ static void test_gpu_sockets(void) {
   snprintf(dpath, sizeof dpath, "%s/dgram.sock", g_tmp);
   int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
   int d = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  /* an abstract seqpacket listener (no file: Landlock cannot stand in the way of it) */
+  char apath[64];
+  snprintf(apath, sizeof apath, "ka-command-task-%d", (int)getpid());
+  int q = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK, 0);
+  struct sockaddr_un qa = {.sun_family = AF_UNIX};
+  memcpy(qa.sun_path + 1, apath, strlen(apath));
+  socklen_t qlen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(apath));
+  int qready = q >= 0 && bind(q, (struct sockaddr *)&qa, qlen) == 0 && listen(q, 4) == 0;
+  check(qready, "the outside abstract seqpacket socket is listening", "@%s", apath);
   struct sockaddr_un la = {.sun_family = AF_UNIX}, da = {.sun_family = AF_UNIX};
   snprintf(la.sun_path, sizeof la.sun_path, "%s", lpath);
   snprintf(da.sun_path, sizeof da.sun_path, "%s", dpath);
@@ -477,25 +497,28 @@ static void test_gpu_sockets(void) {
   check(ready, "the outside sockets are listening", "%s and %s", lpath, dpath);
   struct rlimit before;
   getrlimit(RLIMIT_MSGQUEUE, &before);
-  int gpu = socket_child(wd, 1, lpath, dpath), host = socket_child(wd, 0, lpath, dpath);
+  int gpu = socket_child(wd, 1, lpath, dpath, apath),
+      host = socket_child(wd, 0, lpath, dpath, apath);
   struct rlimit after;
   getrlimit(RLIMIT_MSGQUEUE, &after);
   check(after.rlim_cur == before.rlim_cur && after.rlim_max == before.rlim_max,
         "the commands left the test's own limits as they were", "RLIMIT_MSGQUEUE %llu -> %llu",
         (unsigned long long)before.rlim_cur, (unsigned long long)after.rlim_cur);
   char buf[8];
-  int reached = accept(l, NULL, NULL) >= 0 || recv(d, buf, sizeof buf, 0) >= 0;
+  int reached =
+      accept(l, NULL, NULL) >= 0 || recv(d, buf, sizeof buf, 0) >= 0 || accept(q, NULL, NULL) >= 0;
   check(gpu == 0 && !reached,
-        "GPU command: an AF_UNIX stream socket and socketpairs, no other family or type, no "
-        "outside socket reached (connect, sendto)",
+        "GPU command: AF_UNIX stream and seqpacket sockets and socketpairs, no other family "
+        "or type, no outside socket reached (connect to a path or an abstract name, sendto)",
         "exit %d (bits: 0 stream socket, 1 connect refused with ENOENT, 2 dgram, 3 inet, 4 "
-        "stream socketpair, 5 sendto, 6 seqpacket, 7 dgram socketpair, 8 clone into a user "
+        "stream socketpair, 5 sendto, 6 seqpacket or its connect, 7 dgram socketpair, 8 clone into "
+        "a user "
         "namespace, 10 another process's limits), outside reached %d",
         gpu, reached);
   check(host == 0,
         "host command: no socket, a stream socketpair but no datagram pair, no namespace",
         "exit %d (bits as above; 0: a socket where none may be made)", host);
-  close(l), close(d);
+  close(l), close(d), close(q);
   unlink(lpath), unlink(dpath);
 }
 

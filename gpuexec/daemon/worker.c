@@ -1397,9 +1397,6 @@ static void wk_finish(wk_child *ch) {
  * slots below (an evaluation again alone waits until none is leaving). */
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta);
 
-/* The number of dev's runners still tearing down (wk_finish_detached). */
-static int wk_leaving_count(const Kernelarena__V1__Device *dev);
-
 typedef struct wk_leaver {
   wk_child ch;
   const Kernelarena__V1__Device *dev; /* the worker's, lives as long as the process */
@@ -1410,11 +1407,8 @@ static void *wk_finish_main(void *arg) {
   wk_leaver *l = arg;
   wk_finish(&l->ch);
   wk_leaving_add(l->dev, -1);
-  /* the next runner opens its context now that this one's is gone: with both at once
-   * the teardown (under the device lock, shared) kept the next step's first case waiting
-   * 115-157 ms for the lock (H200, 2026-12-02, docs/benchmarks/
-   * 2026-12-02-session17-h200.md; not re-measured with this); ka_evaluate_finish leaves
-   * the warming to us */
+  /* the pool refilled if ka_evaluate_finish could not (a runner that failed to start
+   * there); a full pool makes this a no-op */
   ka_pool_warm(l->cfg, l->dev);
   free(l);
   return NULL;
@@ -1941,9 +1935,13 @@ void ka_evaluate_finish(const ka_exec_config *cfg) {
   if (!wk_left_dev) return;
   wk_eval_release(wk_left_over);
   wk_left_over = NULL;
-  /* the next job's runner; while one is still tearing down, its thread warms it after
-   * (wk_finish_main) */
-  if (!wk_leaving_count(wk_left_dev)) ka_pool_warm(cfg, wk_left_dev);
+  /* the next job's runner, now: its context is made (under the device lock, shared)
+   * while the leaving runner's is torn down (shared too), so the next step's first timed
+   * call waits for the longer of the two, not their sum. H200, 2026-12-02
+   * (docs/benchmarks/2026-12-02-session18-h200.md): the next runner warmed only after
+   * the teardown kept the next step's first case waiting 195-207 ms for the lock, against
+   * 110-149 ms with both at once (then without the lock around the open) */
+  ka_pool_warm(cfg, wk_left_dev);
   wk_left_dev = NULL;
 }
 
@@ -2000,17 +1998,6 @@ static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t) {
   if (!d || d->m < 0) return KA_ENOENT;
   char err[128];
   return ka_devlock_reopen(d->m, d->t, m, t, err, sizeof err);
-}
-
-static int wk_leaving_count(const Kernelarena__V1__Device *dev) {
-  char key[64];
-  wk_pool_key(dev, key, sizeof key);
-  int n = 0;
-  pthread_mutex_lock(&wk_devs_mu); /* a lookup: no slot is made for a device without one */
-  for (int i = 0; i < wk_ndevs; i++)
-    if (!strcmp(wk_devs[i].key, key)) n = wk_devs[i].leaving;
-  pthread_mutex_unlock(&wk_devs_mu);
-  return n;
 }
 
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta) {

@@ -742,19 +742,22 @@ static int sb_base_self_only;
 /* Set by ka_sandbox_command for a GPU command: sb_seccomp_base applies sb_seccomp_gpu_unix. */
 static int sb_cmd_gpu_unix;
 
-/* A GPU command's sockets: CUDA's initialisation creates an AF_UNIX stream socket (to look
- * for an MPS server; cuInit fails with error 304 when socket() does: H200, 2026-12-02), so
- * socket(AF_UNIX, SOCK_STREAM) is allowed, and nothing else: no other family or type,
- * no connect() (ENOENT, which CUDA reads as "no MPS server") and no sendto() to an
- * address, so that no socket outside the command (envserver's or gpuexec's ipc endpoints,
- * the system's) can be reached; socketpair(AF_UNIX) as for every domain. 0 or libseccomp's
- * negative error. */
+/* A GPU command's sockets. CUDA's initialisation makes two AF_UNIX SOCK_SEQPACKET sockets
+ * (traced on the H200, 2026-12-02, tests/device/cuda_sockets_h200.sh): one it connects to
+ * /tmp/nvidia-mps/control (an MPS server; ENOENT: none), one it binds to an abstract name
+ * (@cuda-uvmfd-NETNS-N); cuInit fails with error 304 when socket() does. So
+ * socket(AF_UNIX) of type SOCK_STREAM or SOCK_SEQPACKET is allowed (bind and listen too:
+ * in the command's own network namespace an abstract name is its own), and nothing else:
+ * no other family or type, no connect() (ENOENT, which CUDA reads as "no MPS server") and
+ * no sendto() to an address (a seqpacket or stream socket ignores or refuses one anyway),
+ * so that no socket outside the command (envserver's or gpuexec's ipc endpoints, the
+ * system's, abstract or not) can be reached; socketpair(AF_UNIX) as for every domain. 0
+ * or libseccomp's negative error. */
 static int sb_seccomp_gpu_unix(scmp_filter_ctx f) {
   int rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
                             SCMP_A0(SCMP_CMP_NE, AF_UNIX));
   /* the type's low bits (SOCK_CLOEXEC and SOCK_NONBLOCK are flags above them) */
-  static const int types[] = {SOCK_DGRAM,     SOCK_RAW,  SOCK_RDM,
-                              SOCK_SEQPACKET, SOCK_DCCP, SOCK_PACKET};
+  static const int types[] = {SOCK_DGRAM, SOCK_RAW, SOCK_RDM, SOCK_DCCP, SOCK_PACKET};
   for (size_t i = 0; i < sizeof types / sizeof types[0] && !rc; i++)
     rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)types[i]));
@@ -773,8 +776,8 @@ static int sb_seccomp_gpu_unix(scmp_filter_ctx f) {
 static int sb_seccomp_sockets(scmp_filter_ctx f) {
   int rc = 0;
   const char *unix_ok = getenv("KA_SANDBOX_UNIX");
-  /* KA_SANDBOX_UNIX=1 (every AF_UNIX socket: what made CUDA initialise in a command on
-   * the H200) goes before a GPU command's narrower rule, which has not run on a GPU yet */
+  /* KA_SANDBOX_UNIX=1 (every AF_UNIX socket, connect() included: a debugging override)
+   * goes before a GPU command's narrower rule */
   if (unix_ok && !strcmp(unix_ok, "1")) {
     if (!rc)
       rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
