@@ -23,8 +23,9 @@
 #        BACKENDS    gpuexec --backends (default cuda; host to try the script on a CPU
 #                    machine with tests/fixtures/command/tasks/suite/demo)
 #        CANDS       the candidates' folder (default tests/candidates/command)
-# Writes its logs under $OUT (default /tmp/ka-out): command_server.log,
-# command_gpuexec.log, command_<task>_<run>.txt (each episode, --verbose), command_table.txt.
+# Writes under $OUT (default /tmp/ka-out): command_server.log, command_gpuexec.log,
+# command_rows.txt (a row per run as it ends), command_table.txt, and command_logs.tgz
+# (each episode's output, --verbose: logs/command_<task>_<run>.txt).
 set -u
 OUT=${OUT:-/tmp/ka-out}
 N=${N:-20}
@@ -112,18 +113,36 @@ for t in $withc; do echo "$t candidate" >>"$W/runs"; done
 for t in $(echo $others | tr ' ' '\n' | tail -n +5); do echo "$t baseline" >>"$W/runs"; done
 t0=$(date +%s)
 # one run: an episode of one step (the candidate's files copied in by the agent)
+# Each run's row goes into $OUT/command_rows.txt as soon as it ends, so that a call cut
+# short still brings back every finished run; an episode started late gets only what is
+# left of the budget (plus 30 s), so that all end by BUDGET_S + 30.
 cat >"$W/one.sh" <<'EOS'
 t=$1 run=$2
-[ $(($(date +%s) - T0)) -ge "$BUDGET_S" ] && { echo "SKIPPED (budget)" >"$OUT/command_${t}_$run.txt"; exit 0; }
-agent="baseline"
-if [ "$run" = candidate ]; then
-  agent="command:cp -r $CANDS/$t/. ."
+f=$LOGS/command_${t}_$run.txt
+left=$((BUDGET_S - ($(date +%s) - T0)))
+if [ "$left" -le 0 ]; then
+  echo "SKIPPED (budget)" >"$f"
+else
+  agent="baseline"
+  if [ "$run" = candidate ]; then
+    agent="command:cp -r $CANDS/$t/. ."
+  fi
+  "$B/envctl" episode --server "$URL" --task "seed/$t" --seed 1 --max-steps 1 --verbose \
+    --workspace "$W/ws-$t-$run" --agent "$agent" --timeout $((left + 30)) >"$f" 2>&1
 fi
-"$B/envctl" episode --server "$URL" --task "seed/$t" --seed 1 --max-steps 1 --verbose \
-  --workspace "$W/ws-$t-$run" --agent "$agent" --timeout "$BUDGET_S" \
-  >"$OUT/command_${t}_$run.txt" 2>&1
+st=$(sed -n 's/^step 1: status \([A-Z_]*\).*/\1/p' "$f" | head -1)
+rw=$(sed -n 's/^step 1: .*reward \([0-9.-]*\).*/\1/p' "$f" | head -1)
+sp=$(sed -n 's/^  mean speedup \([0-9.]*\)x.*/\1/p' "$f" | head -1)
+seed=$(sed -n 's/.*total time: \([0-9.]*\) ms.*/\1/p' "$f" | tail -1)
+grep -q '^SKIPPED' "$f" && st=SKIPPED
+[ -z "$st" ] && st=NO_STEP && echo "$t $run: $(grep -m1 'envctl' "$f")" >>"$W/notes"
+printf '%-42s %-9s %-14s %-8s %-9s %s\n' "$t" "$run" "${st:-none}" "${sp:--}" "${rw:--}" \
+  "${seed:--}" >>"$OUT/command_rows.txt"
 EOS
-export B OUT URL W CANDS BUDGET_S
+: >"$OUT/command_rows.txt"
+LOGS=$W/logs
+mkdir -p "$LOGS"
+export B OUT URL W CANDS BUDGET_S LOGS
 export T0=$t0
 xargs -P "$JOBS" -n 2 sh "$W/one.sh" <"$W/runs"
 t1=$(date +%s)
@@ -135,15 +154,9 @@ kill -0 "$GX" 2>/dev/null && alive=yes
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
   echo "seed tasks: $SEED_TASKS ($(echo $list | wc -w) tasks)  python: $PYBIN  jobs: $JOBS  wall: $((t1 - t0)) s"
   printf '%-42s %-9s %-14s %-8s %-9s %s\n' task run status speedup reward seed_total_ms
+  # in the order of $W/runs
   while read -r t run; do
-    f=$OUT/command_${t}_$run.txt
-    st=$(sed -n 's/^step 1: status \([A-Z_]*\).*/\1/p' "$f" | head -1)
-    rw=$(sed -n 's/^step 1: .*reward \([0-9.-]*\).*/\1/p' "$f" | head -1)
-    sp=$(sed -n 's/^  mean speedup \([0-9.]*\)x.*/\1/p' "$f" | head -1)
-    seed=$(sed -n 's/.*total time: \([0-9.]*\) ms.*/\1/p' "$f" | tail -1)
-    grep -q '^SKIPPED' "$f" && st=SKIPPED
-    [ -z "$st" ] && st=NO_STEP && echo "$t $run: $(grep -m1 'envctl' "$f")" >>"$W/notes"
-    printf '%-42s %-9s %-14s %-8s %-9s %s\n' "$t" "$run" "${st:-none}" "${sp:--}" "${rw:--}" "${seed:--}"
+    grep -E "^$t +$run " "$OUT/command_rows.txt" | head -1
   done <"$W/runs"
   [ -f "$W/notes" ] && cat "$W/notes"
 } >"$OUT/command_table.txt"
@@ -152,6 +165,7 @@ ok=$(awk 'NR > 3 && $3 == "OK"' "$OUT/command_table.txt" | wc -l)
 total=$(wc -l <"$W/runs")
 near=$(awk 'NR > 3 && $2 == "baseline" && $3 == "OK" && $4 >= 0.8 && $4 <= 1.25' "$OUT/command_table.txt" | wc -l)
 faster=$(awk 'NR > 3 && $2 == "candidate" && $3 == "OK" && $4 > 1.05' "$OUT/command_table.txt" | wc -l)
+tar czf "$OUT/command_logs.tgz" -C "$W" logs 2>/dev/null
 cat "$OUT/command_table.txt"
 echo "command_h200: $ok of $total runs OK; baselines with speedup in [0.8, 1.25]: $near;" \
   "candidates faster than 1.05x: $faster; gpuexec alive: $alive"
