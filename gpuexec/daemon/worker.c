@@ -1399,6 +1399,7 @@ static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta);
 
 typedef struct wk_leaver {
   wk_child ch;
+  double since;                       /* when its result was in (ka_now_s): the teardown's start */
   const Kernelarena__V1__Device *dev; /* the worker's, lives as long as the process */
   const ka_exec_config *cfg;          /* gpuexec's, likewise */
 } wk_leaver;
@@ -1407,6 +1408,11 @@ static void *wk_finish_main(void *arg) {
   wk_leaver *l = arg;
   wk_finish(&l->ch);
   wk_leaving_add(l->dev, -1);
+  /* how long a context's teardown (under the device lock, shared) kept the device: the
+   * figure issue 15's pool decisions need (docs/benchmarks/2026-12-02-session18-h200.md) */
+  if (l->cfg->verbose)
+    fprintf(stderr, "gpuexec: %s:%d: a runner left %.1f ms after its result (teardown)\n",
+            l->dev->backend, (int)l->dev->index, (ka_now_s() - l->since) * 1e3);
   /* the pool refilled if ka_evaluate_finish could not (a runner that failed to start
    * there); a full pool makes this a no-op */
   ka_pool_warm(l->cfg, l->dev);
@@ -1422,7 +1428,7 @@ static void wk_finish_detached(const ka_exec_config *cfg, const Kernelarena__V1_
   pthread_t th;
   pthread_attr_t a;
   wk_leaving_add(dev, 1);
-  if (l) l->ch = *ch, l->dev = dev, l->cfg = cfg;
+  if (l) l->ch = *ch, l->dev = dev, l->cfg = cfg, l->since = ka_now_s();
   pthread_attr_init(&a);
   pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
   if (!l || pthread_create(&th, &a, wk_finish_main, l) != 0) {

@@ -106,8 +106,10 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
  * says a lock preamble comes on stdin (its descriptions are closed again after the open:
  * the job brings the runner's own). Without the variable, or if anything fails, s->ctx
  * stays NULL and the job opens its device as a cold runner does. The device's name goes
- * into backend/index. Returns the seconds spent waiting for the lock (0 without one). */
-static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index) {
+ * into backend/index, the seconds the open took (backend load and context) into
+ * *open_s. Returns the seconds spent waiting for the lock (0 without one). */
+static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index, double *open_s) {
+  *open_s = 0;
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
   char fmt[32], lk = 0;
   snprintf(fmt, sizeof fmt, "%%%zu[^:]:%%d:%%c", blen - 1);
@@ -121,9 +123,11 @@ static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index) {
     return 0; /* no lock, no device opened ahead: the job's own lock covers its open */
   }
   char perr[RN_ERRLEN];
+  double t0 = ka_now_s();
   s->be = ka_backend_load(backend, perr, sizeof perr);
   if (!s->be || s->be->open(*index, &s->ctx, perr, sizeof perr) != KA_OK)
     s->be = NULL, s->ctx = NULL;
+  *open_s = ka_now_s() - t0;
   ka_devlock_release(&l);
   if (l.m >= 0) close(l.m), close(l.t);
   return l.waited_s;
@@ -636,7 +640,8 @@ int main(int argc, char **argv) {
   s.image_fd = -1, s.cand_image_fd = -1, s.trial_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
-  double pre_wait_s = rn_preopen(&s, pre_backend, sizeof pre_backend, &pre_index);
+  double pre_open_s = 0;
+  double pre_wait_s = rn_preopen(&s, pre_backend, sizeof pre_backend, &pre_index, &pre_open_s);
   uint8_t *jbuf;
   size_t jlen;
   static int fds[KA_RUNNER_MAX_FDS];
@@ -732,11 +737,12 @@ int main(int argc, char **argv) {
       pthread_join(wt, NULL);
     }
     res.compile_s = ka_now_s() - t0;
-    char how[96];
+    char how[160];
     if (was_warm)
       snprintf(how, sizeof how,
-               "opened ahead (warm, %.1f ms waiting for the device lock), job's part",
-               pre_wait_s * 1e3);
+               "opened ahead (warm, %.1f ms waiting for the device lock, %.1f ms opening), "
+               "job's part",
+               pre_wait_s * 1e3, pre_open_s * 1e3);
     else
       snprintf(how, sizeof how, "opened");
     ka_sb_printf(&s.log,
