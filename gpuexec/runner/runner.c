@@ -606,6 +606,159 @@ static int rn_discover(const char *backend) {
   return rc == KA_OK ? 0 : 1;
 }
 
+/* The job's device into s (a warm runner's, opened ahead, or opened now), described in
+ * *dev and res->device; refused (KA_ESTATE) if the backend's cache flush covers less than
+ * twice the last-level cache. KA_OK or the error (err says why). */
+static int rn_open_device(rn_state *s, const Kernelarena__V1__RunnerJob *job,
+                          Kernelarena__V1__Device *dev, Kernelarena__V1__RunnerResult *res,
+                          char *err, size_t errlen) {
+  int rc = KA_OK;
+  if (!s->ctx) {
+    s->be = ka_backend_load(job->backend, err, errlen);
+    if (!s->be) rc = KA_EUNAVAIL;
+    if (rc == KA_OK) rc = s->be->open(job->device_index, &s->ctx, err, errlen);
+  }
+  if (rc != KA_OK) return rc;
+  s->be->device_info(s->ctx, &s->dev);
+  s->dev.index = job->device_index;
+  rn_fill_device(dev, &s->dev);
+  res->device = dev;
+  /* the cache flush must cover at least twice the last-level cache */
+  size_t fb = 0;
+  if (s->be->flush_bytes && s->be->flush_bytes(s->ctx, &fb) == KA_OK && s->dev.l2_bytes > 0 &&
+      fb < 2 * (size_t)s->dev.l2_bytes)
+    return ka_seterr(err, errlen, KA_ESTATE,
+                     "the %s backend's cache flush writes %zu bytes, less than twice the "
+                     "%lld-byte last-level cache",
+                     s->be->name, fb, (long long)s->dev.l2_bytes);
+  if (!s->be->flush_bytes)
+    ka_sb_printf(&s->log, "[kernelarena] the %s backend does not report its cache flush size\n",
+                 s->be->name);
+  return KA_OK;
+}
+
+/* The task's baseline built into *impl (its build log in *blog, also in the runner's log
+ * on failure). KA_OK, or KA_EINTERNAL with err saying why (the task's fault, not the
+ * candidate's). */
+static int rn_build_baseline(rn_state *s, const Kernelarena__V1__RunnerJob *job, rn_impl *impl,
+                             char **blog, char *err, size_t errlen) {
+  int rc = rn_build(s, job, 1, impl, blog, err, errlen);
+  if (rc == KA_OK) return KA_OK;
+  char tmp[RN_ERRLEN];
+  snprintf(tmp, sizeof tmp, "the task's baseline failed to build (%s): %s", ka_strerror(rc), err);
+  snprintf(err, errlen, "%s", tmp);
+  if (*blog) ka_sb_printf(&s->log, "baseline build log:\n%s\n", *blog);
+  return KA_EINTERNAL;
+}
+
+/* The candidate built into *impl under the compile watchdog (job->compile_timeout_s) and
+ * the candidate sandbox (include allowlist, Landlock, seccomp: sandbox.h); its compile
+ * time in res->compile_s, its log (at most RN_LOG_MAX) in res->compile_log (*clog owns
+ * it), and the verdicts a build can give in res->status: OOM (a module larger than the
+ * device's memory), COMPILE_ERROR (err: "compilation failed", or an import check's
+ * refusal). Returns the build's code. */
+static int rn_build_candidate(rn_state *s, const Kernelarena__V1__RunnerJob *job, rn_impl *impl,
+                              Kernelarena__V1__Device *dev, Kernelarena__V1__RunnerResult *res,
+                              char **clog, char *err, size_t errlen) {
+  double t0 = ka_now_s();
+  static rn_watch watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL};
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* a clock step must not end a compile */
+  pthread_cond_init(&watch.cv, &ca);
+  pthread_t wt;
+  watch.limit_s = job->compile_timeout_s;
+  watch.dev = dev;
+  int watching = watch.limit_s > 0 && pthread_create(&wt, NULL, rn_watchdog, &watch) == 0;
+  /* include allowlist, then Landlock and seccomp (sandbox.h) */
+  int rc = ka_sandbox_candidate(s->task, job, clog, err, errlen);
+  if (rc == KA_OK) rc = rn_build(s, job, 0, impl, clog, err, errlen);
+  /* triton's compiler was a process: no more of them once it is done (sandbox.h) */
+  if (rc == KA_OK && !strcmp(s->task->language, "triton")) rc = ka_sandbox_lock_runner(err, errlen);
+  if (watching) {
+    pthread_mutex_lock(&watch.mu);
+    watch.done = 1;
+    pthread_cond_signal(&watch.cv);
+    pthread_mutex_unlock(&watch.mu);
+    pthread_join(wt, NULL);
+  }
+  res->compile_s = ka_now_s() - t0;
+  /* device memory the candidate's module needs beyond the device's (a huge __device__
+   * array) is its own verdict, never the runner's */
+  if (rc == KA_EOOM) res->status = KERNELARENA__V1__STATUS__OOM;
+  /* the candidate controls its compile log's size: at most RN_LOG_MAX of it travels,
+   * so that the result never outgrows its channel (an unscored, malformed result) */
+  if (*clog && strlen(*clog) > RN_LOG_MAX)
+    strcpy(*clog + RN_LOG_MAX - 64, "\n[kernelarena] compile log truncated\n");
+  res->compile_log = *clog ? *clog : "";
+  if (rc == KA_ECOMPILE) {
+    res->status = KERNELARENA__V1__STATUS__COMPILE_ERROR;
+    /* the compiler's own words stay in the compile log (a first error line could quote
+     * an included file); an import check's refusal names only the symbol */
+    if (strncmp(err, "import check: ", 14)) snprintf(err, errlen, "compilation failed");
+  }
+  return rc;
+}
+
+/* Every case of the job in order (rn_case) into crs[] and res->n_cases, res->status OK
+ * until a case ends the evaluation: its status then, its message err. Returns KA_OK or
+ * that case's code. */
+static int rn_run_cases(rn_state *s, const Kernelarena__V1__RunnerJob *job, rn_impl *impl,
+                        Kernelarena__V1__CaseResult **crs, Kernelarena__V1__RunnerResult *res,
+                        char *err, size_t errlen) {
+  res->status = KERNELARENA__V1__STATUS__OK;
+  for (size_t ci = 0; ci < job->n_cases; ci++) {
+    crs[ci] = malloc(sizeof **crs);
+    kernelarena__v1__case_result__init(crs[ci]);
+    crs[ci]->name = job->cases[ci]->name;
+    crs[ci]->held_out = job->cases[ci]->held_out;
+    res->n_cases = ci + 1;
+    int st;
+    int rc = rn_case(s, job, (int)ci, impl, crs[ci], &st, err, errlen);
+    if (rc) {
+      res->status = st;
+      crs[ci]->message = err;
+      return rc;
+    }
+  }
+  return KA_OK;
+}
+
+/* The device's clocks, temperature and power after the cases into *tel and
+ * res->telemetry, where the backend reports them. */
+static void rn_telemetry(rn_state *s, Kernelarena__V1__Telemetry *tel,
+                         Kernelarena__V1__RunnerResult *res) {
+  ka_telemetry tm;
+  if (!s->ctx || !s->be->telemetry || s->be->telemetry(s->ctx, &tm) != KA_OK || !tm.valid) return;
+  tel->valid = 1;
+  tel->device_name = tm.device_name;
+  tel->sm_clock_mhz = tm.sm_clock_mhz;
+  tel->mem_clock_mhz = tm.mem_clock_mhz;
+  tel->temperature_c = tm.temperature_c;
+  tel->power_w = tm.power_w;
+  res->telemetry = tel;
+}
+
+/* Writes res on the result channel (unless a watchdog claimed it first: then it waits to
+ * be ended), closes it, tears the device down (under the device lock, shared: untimed
+ * device work of its own) and exits: 0, or 3 if the result could not be written. */
+static _Noreturn void rn_send_result(rn_state *s, Kernelarena__V1__RunnerResult *res) {
+  size_t len = kernelarena__v1__runner_result__get_packed_size(res);
+  uint8_t *out = malloc(len + 1);
+  kernelarena__v1__runner_result__pack(res, out);
+  /* a watchdog that claimed the channel first writes its verdict and ends the process */
+  if (!rn_claim_result())
+    for (;;) pause();
+  int wrc = rn_write_all(KA_RUNNER_RESULT_FD, out, len);
+  /* close the channel before tearing down the device: a teardown fault must not
+   * lose a result that was already produced */
+  close(KA_RUNNER_RESULT_FD);
+  fflush(NULL);
+  /* with a device lock, the context's teardown is untimed device work of its own */
+  if (s->ctx && s->lock.m >= 0 && ka_devlock_shared(&s->lock) == KA_OK) s->be->close(s->ctx);
+  _exit(wrc == KA_OK ? 0 : 3);
+}
+
 int main(int argc, char **argv) {
   /* sandbox.h: the supervisor gpuexec starts around a runner; a module process locks
    * itself (seccomp) before it loads submitted code */
@@ -676,67 +829,13 @@ int main(int argc, char **argv) {
   s.task = task;
   double t_open = ka_now_s();
   int was_warm = s.ctx != NULL;
-  if (rc == KA_OK && !s.ctx) {
-    s.be = ka_backend_load(job->backend, err, sizeof err);
-    if (!s.be) rc = KA_EUNAVAIL;
-    if (rc == KA_OK) rc = s.be->open(job->device_index, &s.ctx, err, sizeof err);
-  }
-  if (rc == KA_OK) {
-    s.be->device_info(s.ctx, &s.dev);
-    s.dev.index = job->device_index;
-    rn_fill_device(&dev, &s.dev);
-    res.device = &dev;
-    /* the cache flush must cover at least twice the last-level cache */
-    size_t fb = 0;
-    if (s.be->flush_bytes && s.be->flush_bytes(s.ctx, &fb) == KA_OK && s.dev.l2_bytes > 0 &&
-        fb < 2 * (size_t)s.dev.l2_bytes) {
-      rc = ka_seterr(err, sizeof err, KA_ESTATE,
-                     "the %s backend's cache flush writes %zu bytes, less than twice the "
-                     "%lld-byte last-level cache",
-                     s.be->name, fb, (long long)s.dev.l2_bytes);
-    } else if (!s.be->flush_bytes) {
-      ka_sb_printf(&s.log, "[kernelarena] the %s backend does not report its cache flush size\n",
-                   s.be->name);
-    }
-  }
+  if (rc == KA_OK) rc = rn_open_device(&s, job, &dev, &res, err, sizeof err);
   t_open = ka_now_s() - t_open;
   double t_base = ka_now_s();
-  if (rc == KA_OK) {
-    rc = rn_build(&s, job, 1, &impl[0], &blog, err, sizeof err);
-    if (rc) {
-      char tmp[RN_ERRLEN];
-      snprintf(tmp, sizeof tmp, "the task's baseline failed to build (%s): %s", ka_strerror(rc),
-               err);
-      snprintf(err, sizeof err, "%s", tmp);
-      if (blog) ka_sb_printf(&s.log, "baseline build log:\n%s\n", blog);
-      rc = KA_EINTERNAL;
-    }
-  }
+  if (rc == KA_OK) rc = rn_build_baseline(&s, job, &impl[0], &blog, err, sizeof err);
   if (rc == KA_OK) {
     double t0 = ka_now_s();
-    static rn_watch watch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL};
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* a clock step must not end a compile */
-    pthread_cond_init(&watch.cv, &ca);
-    pthread_t wt;
-    watch.limit_s = job->compile_timeout_s;
-    watch.dev = &dev;
-    int watching = watch.limit_s > 0 && pthread_create(&wt, NULL, rn_watchdog, &watch) == 0;
-    /* include allowlist, then Landlock and seccomp (sandbox.h) */
-    rc = ka_sandbox_candidate(task, job, &clog, err, sizeof err);
-    if (rc == KA_OK) rc = rn_build(&s, job, 0, &impl[1], &clog, err, sizeof err);
-    /* triton's compiler was a process: no more of them once it is done (sandbox.h) */
-    if (rc == KA_OK && !strcmp(task->language, "triton"))
-      rc = ka_sandbox_lock_runner(err, sizeof err);
-    if (watching) {
-      pthread_mutex_lock(&watch.mu);
-      watch.done = 1;
-      pthread_cond_signal(&watch.cv);
-      pthread_mutex_unlock(&watch.mu);
-      pthread_join(wt, NULL);
-    }
-    res.compile_s = ka_now_s() - t0;
+    rc = rn_build_candidate(&s, job, &impl[1], &dev, &res, &clog, err, sizeof err);
     char how[160];
     if (was_warm)
       snprintf(how, sizeof how,
@@ -749,20 +848,6 @@ int main(int argc, char **argv) {
                  "[kernelarena] runner: device %s %.1f ms, baseline build %.1f ms, candidate "
                  "build %.1f ms\n",
                  how, t_open * 1e3, (t0 - t_base) * 1e3, res.compile_s * 1e3);
-    /* device memory the candidate's module needs beyond the device's (a huge __device__
-     * array) is its own verdict, never the runner's */
-    if (rc == KA_EOOM) res.status = KERNELARENA__V1__STATUS__OOM;
-    /* the candidate controls its compile log's size: at most RN_LOG_MAX of it travels,
-     * so that the result never outgrows its channel (an unscored, malformed result) */
-    if (clog && strlen(clog) > RN_LOG_MAX)
-      strcpy(clog + RN_LOG_MAX - 64, "\n[kernelarena] compile log truncated\n");
-    res.compile_log = clog ? clog : "";
-    if (rc == KA_ECOMPILE) {
-      res.status = KERNELARENA__V1__STATUS__COMPILE_ERROR;
-      /* the compiler's own words stay in the compile log (a first error line could quote
-       * an included file); an import check's refusal names only the symbol */
-      if (strncmp(err, "import check: ", 14)) snprintf(err, sizeof err, "compilation failed");
-    }
   }
   /* the worker's go: the device's previous runner is gone (worker.c, wk_runner) */
   double t_go = ka_now_s();
@@ -780,53 +865,15 @@ int main(int argc, char **argv) {
     rc = ka_seterr(err, sizeof err, KA_ESYS, "cannot start the call watchdog");
   t_go = ka_now_s() - t_go;
   double t_cases = ka_now_s();
-  if (rc == KA_OK) {
-    res.status = KERNELARENA__V1__STATUS__OK;
-    for (size_t ci = 0; ci < job->n_cases; ci++) {
-      crs[ci] = malloc(sizeof **crs);
-      kernelarena__v1__case_result__init(crs[ci]);
-      crs[ci]->name = job->cases[ci]->name;
-      crs[ci]->held_out = job->cases[ci]->held_out;
-      res.n_cases = ci + 1;
-      int st;
-      rc = rn_case(&s, job, (int)ci, impl, crs[ci], &st, err, sizeof err);
-      if (rc) {
-        res.status = st;
-        crs[ci]->message = err;
-        break;
-      }
-    }
-  }
+  if (rc == KA_OK) rc = rn_run_cases(&s, job, impl, crs, &res, err, sizeof err);
   t_cases = ka_now_s() - t_cases;
   ka_sb_printf(&s.log,
                "[kernelarena] runner: waited %.1f ms for the device's previous runner, "
                "cases %.1f ms (with their teardown)\n",
                t_go * 1e3, t_cases * 1e3);
-  ka_telemetry tm;
-  if (s.ctx && s.be->telemetry && s.be->telemetry(s.ctx, &tm) == KA_OK && tm.valid) {
-    tel.valid = 1;
-    tel.device_name = tm.device_name;
-    tel.sm_clock_mhz = tm.sm_clock_mhz;
-    tel.mem_clock_mhz = tm.mem_clock_mhz;
-    tel.temperature_c = tm.temperature_c;
-    tel.power_w = tm.power_w;
-    res.telemetry = &tel;
-  }
+  rn_telemetry(&s, &tel, &res);
   res.cases = crs;
   if (rc) res.message = err;
   res.runtime_log = s.log.s ? s.log.s : "";
-  size_t len = kernelarena__v1__runner_result__get_packed_size(&res);
-  uint8_t *out = malloc(len + 1);
-  kernelarena__v1__runner_result__pack(&res, out);
-  /* a watchdog that claimed the channel first writes its verdict and ends the process */
-  if (!rn_claim_result())
-    for (;;) pause();
-  int wrc = rn_write_all(KA_RUNNER_RESULT_FD, out, len);
-  /* close the channel before tearing down the device: a teardown fault must not
-   * lose a result that was already produced */
-  close(KA_RUNNER_RESULT_FD);
-  fflush(NULL);
-  /* with a device lock, the context's teardown is untimed device work of its own */
-  if (s.ctx && s.lock.m >= 0 && ka_devlock_shared(&s.lock) == KA_OK) s.be->close(s.ctx);
-  _exit(wrc == KA_OK ? 0 : 3);
+  rn_send_result(&s, &res);
 }
