@@ -417,17 +417,39 @@ static void test_gpu_own_proc(void) {
  * no domain is a datagram socketpair made (its sendto to an address reached the test's
  * datagram socket from a host command: found by this test).
  * Exit code of the child: a bit per failed expectation. */
-static int socket_child(const char *wd, int gpu, const char *lpath, const char *dpath,
+static int socket_checks(const char *wd, int gpu, int ns, const char *lpath, const char *dpath,
+                         const char *apath);
+static int socket_child(const char *wd, int gpu, int ns, const char *lpath, const char *dpath,
                         const char *apath) {
   pid_t pid = fork();
   if (pid == 0) {
+    /* ns: as the supervisor starts a GPU command, PID 1 of a PID namespace of its own
+     * (ka_sandbox_command_pidns), which then gets its network namespace */
+    if (ns && ka_sandbox_command_pidns() != KA_OK) _exit(254);
+    pid_t g = ns ? fork() : 0;
+    if (g == 0) _exit(socket_checks(wd, gpu, ns, lpath, dpath, apath));
+    int st = 0;
+    waitpid(g, &st, 0);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 253);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The checks of socket_child, in the sandboxed process; returns its bits. */
+static int socket_checks(const char *wd, int gpu, int ns, const char *lpath, const char *dpath,
+                         const char *apath) {
+  {
     static const char *const nodes[] = {"/dev/ptmx", NULL};
     static const char *const ro[] = {NULL};
     char err[256];
-    if (ka_sandbox_command(wd, gpu ? nodes : NULL, ro, err, sizeof err) != KA_OK) _exit(255);
+    if (ka_sandbox_command(wd, gpu ? nodes : NULL, ro, err, sizeof err) != KA_OK) return 255;
+    /* sockets only for a GPU command in its own network namespace (fail closed) */
+    int allow = gpu && ns;
     int bad = 0;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bad |= ((fd >= 0) != gpu) << 0;
+    bad |= ((fd >= 0) != allow) << 0;
     struct sockaddr_un la = {.sun_family = AF_UNIX}, da = {.sun_family = AF_UNIX};
     snprintf(la.sun_path, sizeof la.sun_path, "%s", lpath);
     snprintf(da.sun_path, sizeof da.sun_path, "%s", dpath);
@@ -441,14 +463,14 @@ static int socket_child(const char *wd, int gpu, const char *lpath, const char *
      * stream pair EISCONN, so only the errno shows the rule) */
     errno = 0;
     long sent = sendto(sp[0], "x", 1, 0, (struct sockaddr *)&da, sizeof da);
-    bad |= (sent >= 0 || (gpu && errno != ENOENT)) << 5;
+    bad |= (sent >= 0 || (allow && errno != ENOENT)) << 5;
     /* seqpacket (what CUDA makes): a GPU command's, and its connect to an abstract name
      * listening outside fails too (ENOENT) */
     int sq = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     struct sockaddr_un aa = {.sun_family = AF_UNIX};
     memcpy(aa.sun_path + 1, apath, strlen(apath));
     socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(apath));
-    bad |= ((sq >= 0) != gpu ||
+    bad |= ((sq >= 0) != allow ||
             (sq >= 0 && (connect(sq, (struct sockaddr *)&aa, alen) == 0 || errno != ENOENT)))
            << 6;
     /* a datagram pair sends to any address given (unix_dgram_sendmsg): refused everywhere */
@@ -463,13 +485,11 @@ static int socket_child(const char *wd, int gpu, const char *lpath, const char *
      * refuses fsopen with the same EPERM, so no test of this process could tell) */
     /* another process's limits (here the test's: a host command set gpuexec's
      * RLIMIT_NOFILE to 16, red team 2026-12-02) */
+    /* (in its own PID namespace the test is not there to be named: test_gpu_command_pid) */
     struct rlimit lim = {12345, 12345};
-    bad |= (prlimit(getppid(), RLIMIT_MSGQUEUE, &lim, NULL) == 0 || errno != EPERM) << 10;
-    _exit(bad);
+    bad |= (!ns && (prlimit(getppid(), RLIMIT_MSGQUEUE, &lim, NULL) == 0 || errno != EPERM)) << 10;
+    return bad;
   }
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void test_gpu_sockets(void) {
@@ -497,8 +517,9 @@ static void test_gpu_sockets(void) {
   check(ready, "the outside sockets are listening", "%s and %s", lpath, dpath);
   struct rlimit before;
   getrlimit(RLIMIT_MSGQUEUE, &before);
-  int gpu = socket_child(wd, 1, lpath, dpath, apath),
-      host = socket_child(wd, 0, lpath, dpath, apath);
+  int gpu = socket_child(wd, 1, 1, lpath, dpath, apath),
+      gpu_no_ns = socket_child(wd, 1, 0, lpath, dpath, apath),
+      host = socket_child(wd, 0, 0, lpath, dpath, apath);
   struct rlimit after;
   getrlimit(RLIMIT_MSGQUEUE, &after);
   check(after.rlim_cur == before.rlim_cur && after.rlim_max == before.rlim_max,
@@ -515,6 +536,10 @@ static void test_gpu_sockets(void) {
         "a user "
         "namespace, 10 another process's limits), outside reached %d",
         gpu, reached);
+  check(gpu_no_ns == 0,
+        "GPU command without its own network namespace: no socket at all (fail closed: an "
+        "abstract name would be the machine's)",
+        "exit %d (bits as above; 0: a socket where none may be made)", gpu_no_ns);
   check(host == 0,
         "host command: no socket, a stream socketpair but no datagram pair, no namespace",
         "exit %d (bits as above; 0: a socket where none may be made)", host);

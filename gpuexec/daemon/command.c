@@ -342,15 +342,16 @@ static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = cmd_on_term;
   sigaction(SIGTERM, &sa, NULL);
-  /* a GPU command gets a PID namespace and its own /proc (ka_sandbox_command_pidns:
-   * CUDA may write its threads' names there, NVIDIA/OpenShell PR 710; not shown to be
-   * needed on the H200, where the socket was what failed). Without one (not root) the
-   * command runs with /proc read-only, as before; if CUDA then cannot initialise, the
-   * task's own baseline fails first in the same sandbox: an INFRA_ERROR, never a step */
+  /* a GPU command gets a PID namespace, its own /proc and its own network namespace
+   * (ka_sandbox_command_pidns; CUDA's AF_UNIX sockets are allowed only there). Without
+   * one (not root) the command runs with /proc read-only and no socket at all, so CUDA
+   * does not initialise: the task's own baseline fails first in the same sandbox, an
+   * INFRA_ERROR that says why, never a step's verdict */
   if (e->gpu && ka_sandbox_command_pidns() != KA_OK)
     dprintf(2,
-            "[kernelarena] no PID namespace for the command (%s): /proc stays read-only "
-            "(gpuexec runs GPU commands best as root)\n",
+            "[kernelarena] no PID namespace for the command (%s): no network namespace "
+            "either, so no AF_UNIX socket and CUDA will not initialise (run gpuexec as root "
+            "for GPU commands)\n",
             strerror(errno));
   pid_t g = fork();
   if (g < 0) _exit(126);

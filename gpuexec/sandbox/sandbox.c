@@ -1097,7 +1097,12 @@ int ka_sandbox_command(const char *workdir, const char *const *nodes, const char
   /* in its own PID namespace no other process can be named (ESRCH): the calls on
    * other threads of its own, which CUDA or OpenMP may make, stay allowed */
   if (sb_cmd_proc_rw) sb_base_self_only = 0;
-  sb_cmd_gpu_unix = 1;
+  /* the AF_UNIX sockets CUDA needs only in a network namespace of its own: outside one,
+   * an abstract name it binds is the machine's, where any process can connect in and
+   * take descriptors out, and the names other evaluations' CUDA binds can be squatted
+   * (red team 2026-12-02); without it no socket at all (fail closed: CUDA's
+   * initialisation fails, the task's baseline with it, an INFRA_ERROR that says so) */
+  sb_cmd_gpu_unix = sb_cmd_proc_rw;
   if (!sb_env_off("KA_SANDBOX_LANDLOCK")) rc = sb_landlock(workdir, SB_LL_COMMAND, err, errlen);
   if (rc == KA_OK && sb_drop_caps() != 0)
     rc = ka_seterr(err, errlen, KA_ESYS, "capset: %s", strerror(errno));
