@@ -27,6 +27,7 @@ N=$WORK/tasks/suite/demo/sum_py_nested
 cp -r "$WORK/tasks/suite/demo/sum_py" "$N"
 mkdir "$N/source" && mv "$N/kernel.py" "$N/source/kernel.py"
 sed -i 's|^  - kernel.py|  - source/kernel.py|' "$N/config.yaml"
+echo source/kernel.py >"$N/scripts/kernel_path"
 before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 
 # 1. Loading: envctl tasks lists both command tasks with their kind and backends.

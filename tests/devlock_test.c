@@ -261,8 +261,8 @@ static void test_warm_runner_waits(const char *bindir, int m, int t) {
     double until = ka_now_s() + 10;
     pid_t r = 0;
     while ((r = waitpid(pid, &st, WNOHANG)) == 0 && ka_now_s() < until) nap_us(10 * 1000);
-    check(r == pid && WIFEXITED(st), "warm_runner_goes_on_after",
-          "waitpid %d status %d", (int)r, st);
+    check(r == pid && WIFEXITED(st), "warm_runner_goes_on_after", "waitpid %d status %d", (int)r,
+          st);
     if (r == 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
   }
   check(can_lock_now(ex.m), "warm_runner_left_lock_free", "the lock is still held");

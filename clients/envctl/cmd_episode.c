@@ -58,7 +58,14 @@ static int ec_write_dir(const char *dir, const Kernelarena__V1__Observation *obs
   if (ka_mkdirs(dir)) return 1;
   for (size_t i = 0; i < obs->n_files; i++) {
     char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s/%s", dir, obs->files[i]->path);
+    const char *rel = obs->files[i]->path;
+    /* only relative paths inside the workspace (the server names them; a path that
+     * climbs out is refused, not written) */
+    if (!rel || !*rel || rel[0] == '/' || !strcmp(rel, "..") || !strncmp(rel, "../", 3) ||
+        strstr(rel, "/../") || (strlen(rel) >= 3 && !strcmp(rel + strlen(rel) - 3, "/..")))
+      return 1;
+    int w = snprintf(p, sizeof p, "%s/%s", dir, rel);
+    if (w < 0 || (size_t)w >= sizeof p) return 1;
     /* a file in a folder (a command task's source/x.py): its folders first */
     char *slash = strrchr(p, '/');
     if (slash > p + strlen(dir)) {

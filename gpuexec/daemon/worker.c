@@ -1397,6 +1397,9 @@ static void wk_finish(wk_child *ch) {
  * slots below (an evaluation again alone waits until none is leaving). */
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta);
 
+/* The number of dev's runners still tearing down; defined with the device slots below. */
+static int wk_leaving_count(const Kernelarena__V1__Device *dev);
+
 typedef struct wk_leaver {
   wk_child ch;
   double since;                       /* when its result was in (ka_now_s): the teardown's start */
@@ -1413,8 +1416,8 @@ static void *wk_finish_main(void *arg) {
   if (l->cfg->verbose)
     fprintf(stderr, "gpuexec: %s:%d: a runner left %.1f ms after its result (teardown)\n",
             l->dev->backend, (int)l->dev->index, (ka_now_s() - l->since) * 1e3);
-  /* the pool refilled if ka_evaluate_finish could not (a runner that failed to start
-   * there); a full pool makes this a no-op */
+  /* the next runner opens its context now that this one's is gone (ka_evaluate_finish
+   * leaves the warming to us while a runner is leaving); a full pool makes it a no-op */
   ka_pool_warm(l->cfg, l->dev);
   free(l);
   return NULL;
@@ -1941,13 +1944,13 @@ void ka_evaluate_finish(const ka_exec_config *cfg) {
   if (!wk_left_dev) return;
   wk_eval_release(wk_left_over);
   wk_left_over = NULL;
-  /* the next job's runner, now: its context is made (under the device lock, shared)
-   * while the leaving runner's is torn down (shared too), so the next step's first timed
-   * call waits for the longer of the two, not their sum. H200, 2026-12-02
-   * (docs/benchmarks/2026-12-02-session18-h200.md): the next runner warmed only after
-   * the teardown kept the next step's first case waiting 195-207 ms for the lock, against
-   * 110-149 ms with both at once (then without the lock around the open) */
-  ka_pool_warm(cfg, wk_left_dev);
+  /* the next job's runner, once the leaving one is gone (else wk_finish_main warms it):
+   * a context's creation and another's teardown, both under the device lock (shared),
+   * do not overlap usefully. H200, 2026-12-02 (docs/benchmarks/
+   * 2026-12-02-session18-h200.md): warmed after the teardown the step took 1.17x base
+   * (522.7 ms against 445.6), warmed at once 1.26x (548.9 against 435.1); base opened
+   * without the lock, which no longer may */
+  if (!wk_leaving_count(wk_left_dev)) ka_pool_warm(cfg, wk_left_dev);
   wk_left_dev = NULL;
 }
 
@@ -2004,6 +2007,18 @@ static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t) {
   if (!d || d->m < 0) return KA_ENOENT;
   char err[128];
   return ka_devlock_reopen(d->m, d->t, m, t, err, sizeof err);
+}
+
+/* The number of dev's runners still tearing down (wk_finish_detached). */
+static int wk_leaving_count(const Kernelarena__V1__Device *dev) {
+  char key[64];
+  wk_pool_key(dev, key, sizeof key);
+  int n = 0;
+  pthread_mutex_lock(&wk_devs_mu); /* a lookup: no slot is made for a device without one */
+  for (int i = 0; i < wk_ndevs; i++)
+    if (!strcmp(wk_devs[i].key, key)) n = wk_devs[i].leaving;
+  pthread_mutex_unlock(&wk_devs_mu);
+  return n;
 }
 
 static void wk_leaving_add(const Kernelarena__V1__Device *dev, int delta) {

@@ -12,7 +12,8 @@
  *
  * Deadlock freedom: T is only ever waited for by a process that holds nothing of M, and
  * it is held only while waiting for M, so every wait ends when the current holders of M
- * finish their (bounded: runner.c's call limit) device work. */
+ * finish their device work, which is bounded: by runner.c's call limit (a call), the job's
+ * deadline (the rest of an evaluation) and RN_PREOPEN_LIMIT_S (a warm runner's open). */
 #ifndef KA_DEVLOCK_H
 #define KA_DEVLOCK_H
 
@@ -50,7 +51,7 @@ int ka_devlock_release(ka_devlock *l);
 /* Sends the lock descriptions m and t over the Unix stream socket sock as SCM_RIGHTS with
  * the one byte tag (a warm runner's pre-open lock, runner.h KA_RUNNER_PREOPEN_ENV). The
  * receiver gets the same open file descriptions; the caller still owns m and t. KA_OK or
- * KA_ESYS (errno). Thread safe. */
+ * KA_ESYS (errno). Thread safe as long as no other thread writes to sock meanwhile. */
 int ka_devlock_send(int sock, int m, int t, char tag);
 
 /* Receives what ka_devlock_send sent on sock: exactly one byte, which must be tag, and its

@@ -101,6 +101,11 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
   return KA_OK;
 }
 
+/* Seconds a warm runner may take to open its device under the device lock: a CUDA
+ * context takes ~0.1 s on the H200 (docs/benchmarks/2026-12-02-session18-h200.md), the
+ * first one after a driver load a few seconds. */
+#define RN_PREOPEN_LIMIT_S 30
+
 /* A warm runner (KA_RUNNER_PREOPEN_ENV): loads the backend and opens the device named
  * there into s->be and s->ctx, under the device lock held shared when the environment
  * says a lock preamble comes on stdin (its descriptions are closed again after the open:
@@ -124,9 +129,14 @@ static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index, do
   }
   char perr[RN_ERRLEN];
   double t0 = ka_now_s();
+  /* the lock is held only for bounded work (devlock.h): an open that hangs ends this
+   * runner (SIGALRM's default action, its exit releases the lock), and the pool finds it
+   * dead when a job would take it (worker.c wk_pool_take) */
+  if (l.m >= 0) alarm(RN_PREOPEN_LIMIT_S);
   s->be = ka_backend_load(backend, perr, sizeof perr);
   if (!s->be || s->be->open(*index, &s->ctx, perr, sizeof perr) != KA_OK)
     s->be = NULL, s->ctx = NULL;
+  alarm(0);
   *open_s = ka_now_s() - t0;
   ka_devlock_release(&l);
   if (l.m >= 0) close(l.m), close(l.t);

@@ -1,5 +1,6 @@
 /* A diagnostic for the GPU machine (tests/device/cuda_sockets_h200.sh): an LD_PRELOAD
- * library that writes every socket(2), socketpair(2), connect(2), bind(2) and sendto(2)
+ * library that writes every socket(2), socketpair(2), connect(2), bind(2), listen(2),
+ * sendto(2) and sendmsg(2)
  * the process makes through libc to stderr (family, type, address, result, errno), so
  * that what the CUDA driver's initialisation needs of the command sandbox's socket rules
  * (gpuexec/sandbox/sandbox.c sb_seccomp_gpu_unix) is read, not guessed. Not part of any
@@ -81,6 +82,26 @@ ssize_t sendto(int fd, const void *b, size_t n, int flags, const struct sockaddr
   char buf[160];
   fprintf(stderr, "[socket_trace] sendto(%d, %zu bytes, %s) = %zd%s%s\n", fd, n,
           st_addr(a, len, buf, sizeof buf), r, r < 0 ? " errno " : "", r < 0 ? strerror(e) : "");
+  errno = e;
+  return r;
+}
+
+int listen(int fd, int backlog) {
+  int r = ST_REAL("listen", int (*)(int, int))(fd, backlog);
+  int e = errno;
+  fprintf(stderr, "[socket_trace] listen(%d, %d) = %d%s%s\n", fd, backlog, r,
+          r < 0 ? " errno " : "", r < 0 ? strerror(e) : "");
+  errno = e;
+  return r;
+}
+
+ssize_t sendmsg(int fd, const struct msghdr *m, int flags) {
+  ssize_t r = ST_REAL("sendmsg", ssize_t(*)(int, const struct msghdr *, int))(fd, m, flags);
+  int e = errno;
+  char buf[160];
+  fprintf(stderr, "[socket_trace] sendmsg(%d, %s, control %zu bytes) = %zd%s%s\n", fd,
+          st_addr(m ? m->msg_name : NULL, m ? m->msg_namelen : 0, buf, sizeof buf),
+          m ? (size_t)m->msg_controllen : 0, r, r < 0 ? " errno " : "", r < 0 ? strerror(e) : "");
   errno = e;
   return r;
 }
