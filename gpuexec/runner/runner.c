@@ -769,10 +769,15 @@ static _Noreturn void rn_send_result(rn_state *s, Kernelarena__V1__RunnerResult 
   _exit(wrc == KA_OK ? 0 : 3);
 }
 
-int main(int argc, char **argv) {
+/* The modes of ka-runner other than a job's runner: the supervisor (--supervise), a host
+ * module process (--host-module), backend discovery (--discover) and usage errors.
+ * Returns 1 with *rc the exit status when argv named one, 0 for a runner (no argument). */
+static int rn_other_mode(int argc, char **argv, int *rc) {
+  *rc = 0;
   /* sandbox.h: the supervisor gpuexec starts around a runner; a module process locks
    * itself (seccomp) before it loads submitted code */
-  if (argc == 3 && !strcmp(argv[1], KA_SANDBOX_SUPERVISE_ARG)) return ka_sandbox_supervise(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], KA_SANDBOX_SUPERVISE_ARG))
+    return *rc = ka_sandbox_supervise(argv[2]), 1;
   if (argc >= 3 && !strcmp(argv[1], KA_RUNNER_HOST_MODULE_ARG)) {
     /* the process running submitted code is the OOM killer's first choice, so memory it
      * takes cannot get its runner killed (an unscored step) instead */
@@ -783,16 +788,22 @@ int main(int argc, char **argv) {
       close(adj);
     }
     ka_sandbox_lock_inherited();
-    return ka_host_module_main(argc, argv);
+    return *rc = ka_host_module_main(argc, argv), 1;
   }
-  if (argc == 3 && !strcmp(argv[1], "--discover")) return rn_discover(argv[2]);
+  if (argc == 3 && !strcmp(argv[1], "--discover")) return *rc = rn_discover(argv[2]), 1;
   if (argc != 1) {
     fprintf(stderr,
             "usage: ka-runner            (job on stdin, result on fd %d; started by gpuexec)\n"
             "       ka-runner --discover BACKEND\n",
             KA_RUNNER_RESULT_FD);
-    return 2;
+    return *rc = 2, 1;
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int mode_rc;
+  if (rn_other_mode(argc, argv, &mode_rc)) return mode_rc;
   /* Not dumpable: no other process of this user can open /proc/<pid>/mem, fd/3 or
    * ptrace this one, so code of the submission (in module processes) cannot reach the
    * result channel or the timer. */
