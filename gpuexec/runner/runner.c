@@ -132,7 +132,14 @@ static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index, do
   /* the lock is held only for bounded work (devlock.h): an open that hangs ends this
    * runner (SIGALRM's default action, its exit releases the lock), and the pool finds it
    * dead when a job would take it (worker.c wk_pool_take) */
-  if (l.m >= 0) alarm(RN_PREOPEN_LIMIT_S);
+  if (l.m >= 0) {
+    sigset_t al;
+    sigemptyset(&al);
+    sigaddset(&al, SIGALRM);
+    signal(SIGALRM, SIG_DFL); /* whatever was inherited: the alarm must end the process */
+    pthread_sigmask(SIG_UNBLOCK, &al, NULL);
+    alarm(RN_PREOPEN_LIMIT_S);
+  }
   s->be = ka_backend_load(backend, perr, sizeof perr);
   if (!s->be || s->be->open(*index, &s->ctx, perr, sizeof perr) != KA_OK)
     s->be = NULL, s->ctx = NULL;
