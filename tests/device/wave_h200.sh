@@ -25,7 +25,9 @@
 #      seed/triton2triton/vllm: carry the seed folder), BUDGET_S 300;
 #  12. (PARTS=... torch) tests/device/torch_h200.sh (TORCH_STEPS, default all four);
 #  13. (PARTS=... prefetch) bench/prefetch_first_step.sh on hip2hip/gelu, softmax and
-#      rmsnorm, with and without the reference prefetch, side by side.
+#      rmsnorm, with and without the reference prefetch, side by side;
+#  14. (PARTS=... churn) tests/device/churn_h200.sh: the baseline against itself on a quiet
+#      device and with CUDA contexts made and destroyed beside it (bench/context_churn.c).
 # Prints each part's table; its log in $OUT/PART.txt, its raw files in $OUT/PART.tgz (the
 # device tool brings back 8 files at most).
 #   device run: OUT=$OUT sh tests/device/wave_h200.sh   (carry: build/bin build-old/bin)
@@ -88,6 +90,10 @@ for p in $PARTS; do
       SEED_TASKS=${SEED_TASKS:-seed/triton2triton/vllm} BUDGET_S=${BUDGET_S:-300} OUT=$W/$p \
         sh tests/device/command_h200.sh >"$OUT/command.txt" 2>&1
       echo "rc $?"; tail -26 "$OUT/command.txt" ;;
+    churn)
+      echo "== churn_h200 (fidelity quiet against context churn beside it)"
+      OUT=$W/$p sh tests/device/churn_h200.sh >"$OUT/churn.txt" 2>&1
+      echo "rc $?"; tail -30 "$OUT/churn.txt" ;;
     torch)
       echo "== torch_h200"
       OUT=$W/$p sh tests/device/torch_h200.sh >"$OUT/torch.txt" 2>&1
