@@ -28,6 +28,10 @@ cp -r "$WORK/tasks/suite/demo/sum_py" "$N"
 mkdir "$N/source" && mv "$N/kernel.py" "$N/source/kernel.py"
 sed -i 's|^  - kernel.py|  - source/kernel.py|' "$N/config.yaml"
 echo source/kernel.py >"$N/scripts/kernel_path"
+# the same task whose correctness report always passes: failure only in its output (2d)
+O=$WORK/tasks/suite/demo/sum_py_outonly
+cp -r "$WORK/tasks/suite/demo/sum_py" "$O"
+sed -i 's|json.dump({"passed": passed}, f)|json.dump({"passed": True}, f)|' "$O/scripts/check.py"
 before=$(cd "$WORK/tasks" && find . -type f | sort | xargs sha256sum)
 
 # 1. Loading: envctl tasks lists both command tasks with their kind and backends.
@@ -128,6 +132,18 @@ check "a source file in a folder: the workspace has source/kernel.py" \
   [ -f "$WORK/ws-nested/source/kernel.py" ]
 check "a source file in a folder: the faster candidate scores OK, reward 320.00" sh -c \
   "grep '^step 1:' '$WORK/nested.out' | grep 'status OK,' | grep -q 'reward 320.00'"
+
+# 2d. A task whose harness says failure only in its output (no failing report): a NUL
+# byte the candidate writes first must not hide the "FAIL" lines after it.
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_outonly --seed 3 \
+  --max-steps 2 --workspace "$WORK/ws-outonly" \
+  --agent "command:cp $CAND/\$(test \$KA_STEP = 0 && echo wrong || echo nul_wrong).py kernel.py" \
+  >"$WORK/outonly.out" 2>&1
+cat "$WORK/outonly.out"
+check "failure only in the output: wrong.py is INCORRECT" sh -c \
+  "grep '^step 1:' '$WORK/outonly.out' | grep -q 'status INCORRECT,'"
+check "failure only in the output: a NUL byte before it hides nothing (nul_wrong.py INCORRECT)" \
+  sh -c "grep '^step 2:' '$WORK/outonly.out' | grep -q 'status INCORRECT,'"
 
 # 3. The step's info carries the integrity level; a harness file is refused in a step.
 # the agent of a new episode takes its step itself, from the workspace (envctl step --json)

@@ -465,6 +465,11 @@ static int cmd_run(const ka_cmd_env *e, const char *cmdline, double timeout_s, c
   char why = 0;
   o->sandbox_failed = read(sfd[0], &why, 1) == 1 && why == 'S';
   close(sfd[0]);
+  /* the output is scanned for FAIL and logged as a C string: a NUL byte the submission
+   * writes must not end it there and hide what follows (red team 2026-12-02: a wrong
+   * kernel scored OK on a task whose harness reports failure only in its output) */
+  for (size_t i = 0; i < sb.len; i++)
+    if (sb.s[i] == '\0') sb.s[i] = '?';
   o->output = ka_sb_take(&sb);
   return KA_OK;
 }
