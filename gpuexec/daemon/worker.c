@@ -1305,31 +1305,23 @@ static int wk_pool_take(const Kernelarena__V1__Device *dev, wk_child *ch, char *
   return got;
 }
 
-/* This runner's open descriptions of dev's device lock (devlock.h) in *m and *t (the
- * caller closes them once sent): KA_OK, or an error (no lock: the host backend, or the
- * files could not be made) with both -1. */
+/* A runner's open descriptions of dev's device lock (devlock.h) in *m and *t (the
+ * caller closes them once passed): KA_OK, or an error (no lock: the host backend, or the
+ * files could not be made) with both -1. Defined with the device slots below. */
 static int wk_lock_fds(const Kernelarena__V1__Device *dev, int *m, int *t);
 
 /* Set by ka_pool_drain (gpuexec stopping): no runner is warmed after it. */
 static int wk_pool_closed;
 
 /* Starts one warm runner of dev (pool key key) into the free slot w (wk_pool_mu held).
- * The runner opens its device under the device lock held shared (runner.h
- * KA_RUNNER_PREOPEN_ENV "...:L"), so that creating a context never overlaps another
- * evaluation's timed call: its own descriptions of the lock go to it first on its stdin
- * (ka_devlock_send) and ours are closed at once (the runner releases the lock itself
- * after the open; if it dies meanwhile, its exit releases it). No lock (its files could
- * not be made): the runner opens without one, as before the lock existed. A runner that
- * cannot be started or sent its lock is not kept. */
+ * It opens its device without the device lock (runner.h KA_RUNNER_PREOPEN_ENV). A
+ * runner that cannot be started is not kept. */
 static void wk_pool_start(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                           const char *key, wk_warm *w) {
-  char err[256], pre[80];
-  int lm = -1, lt = -1;
-  int locked = wk_lock_fds(dev, &lm, &lt) == KA_OK;
-  snprintf(pre, sizeof pre, locked ? "%s:%c" : "%s", key, KA_RUNNER_LOCK_PREAMBLE);
+  char err[256];
   snprintf(w->workdir, sizeof w->workdir, "%s/ka-eval-XXXXXX", cfg->tmp_dir);
   int ok = mkdtemp(w->workdir) != NULL;
-  if (ok && wk_spawn(cfg, dev->backend, w->workdir, pre, WK_POOL_CPU_S, &w->ch, err, sizeof err) !=
+  if (ok && wk_spawn(cfg, dev->backend, w->workdir, key, WK_POOL_CPU_S, &w->ch, err, sizeof err) !=
                 KA_OK) {
     ka_rmtree(w->workdir);
     ok = 0;
@@ -1338,10 +1330,7 @@ static void wk_pool_start(const ka_exec_config *cfg, const Kernelarena__V1__Devi
     snprintf(w->key, sizeof w->key, "%s", key);
     w->used = 1;
     w->born = ka_now_s();
-    if (locked && ka_devlock_send(w->ch.in_fd, lm, lt, KA_RUNNER_LOCK_PREAMBLE) != KA_OK)
-      wk_warm_discard(w);
   }
-  if (locked) close(lm), close(lt);
   if (!ok) memset(w, 0, sizeof *w);
 }
 
@@ -1411,8 +1400,9 @@ static void *wk_finish_main(void *arg) {
   wk_leaver *l = arg;
   wk_finish(&l->ch);
   wk_leaving_add(l->dev, -1);
-  /* how long a context's teardown (under the device lock, shared) kept the device: the
-   * figure issue 15's pool decisions need (docs/benchmarks/2026-12-02-session18-h200.md) */
+  /* how long a runner took to leave after its result (its context's teardown, off the
+   * device lock but not off the driver): the figure issue 15's pool decisions need
+   * (docs/benchmarks/2026-12-02-session18-h200.md) */
   if (l->cfg->verbose)
     fprintf(stderr, "gpuexec: %s:%d: a runner left %.1f ms after its result (teardown)\n",
             l->dev->backend, (int)l->dev->index, (ka_now_s() - l->since) * 1e3);
@@ -1423,8 +1413,9 @@ static void *wk_finish_main(void *arg) {
   return NULL;
 }
 
-/* Waits for a runner whose result is in on a thread of its own (with the device lock
- * its teardown keeps off others' timed calls by itself, so nobody waits for it). */
+/* Waits for a runner whose result is in on a thread of its own (with the device lock,
+ * the runner waited for its context's work under it before it let go: nobody else need
+ * wait for its exit). */
 static void wk_finish_detached(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                                const wk_child *ch) {
   wk_leaver *l = malloc(sizeof *l);
@@ -1945,11 +1936,11 @@ void ka_evaluate_finish(const ka_exec_config *cfg) {
   wk_eval_release(wk_left_over);
   wk_left_over = NULL;
   /* the next job's runner, once the leaving one is gone (else wk_finish_main warms it):
-   * a context's creation and another's teardown, both under the device lock (shared),
-   * do not overlap usefully. H200, 2026-12-02 (docs/benchmarks/
-   * 2026-12-02-session18-h200.md): warmed after the teardown the step took 1.17x base
-   * (522.7 ms against 445.6), warmed at once 1.26x (548.9 against 435.1); base opened
-   * without the lock, which no longer may */
+   * a context's creation and another's teardown do not overlap usefully, the driver
+   * serializes much of both. H200, 2026-12-02 (docs/benchmarks/
+   * 2026-12-02-session18-h200.md, both under the device lock then): warmed after the
+   * teardown the step took 1.17x base (522.7 ms against 445.6), warmed at once 1.26x
+   * (548.9 against 435.1) */
   if (!wk_leaving_count(wk_left_dev)) ka_pool_warm(cfg, wk_left_dev);
   wk_left_dev = NULL;
 }

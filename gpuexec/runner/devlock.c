@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "ka_common.h"
@@ -81,59 +80,4 @@ int ka_devlock_release(ka_devlock *l) {
   if (l->m < 0 || l->held == KA_DEVLOCK_NONE) return KA_OK;
   l->held = KA_DEVLOCK_NONE;
   return dl_flock(l, l->m, LOCK_UN);
-}
-
-int ka_devlock_send(int sock, int m, int t, char tag) {
-  int fds[2] = {m, t};
-  union {
-    struct cmsghdr h;
-    char c[CMSG_SPACE(sizeof fds)];
-  } cm;
-  memset(&cm, 0, sizeof cm);
-  struct iovec iov = {.iov_base = &tag, .iov_len = 1};
-  struct msghdr msg = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c, .msg_controllen = sizeof cm.c};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  memcpy(CMSG_DATA(c), fds, sizeof fds);
-  ssize_t r;
-  while ((r = sendmsg(sock, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
-  return r == 1 ? KA_OK : KA_ESYS;
-}
-
-int ka_devlock_recv(int sock, char tag, int *m, int *t) {
-  *m = *t = -1;
-  char byte = 0;
-  union {
-    struct cmsghdr h;
-    char c[CMSG_SPACE(sizeof(int) * 2)];
-  } cm;
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  struct msghdr msg = {
-      .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.c, .msg_controllen = sizeof cm.c};
-  ssize_t r;
-  while ((r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
-  }
-  int got[2], n = 0;
-  for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-    for (int i = 0; i < k; i++) {
-      int fd;
-      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (n < 2)
-        got[n++] = fd;
-      else
-        close(fd);
-    }
-  }
-  if (r == 1 && byte == tag && n == 2 && !(msg.msg_flags & MSG_CTRUNC)) {
-    *m = got[0], *t = got[1];
-    return KA_OK;
-  }
-  for (int i = 0; i < n; i++) close(got[i]);
-  return KA_EIO;
 }

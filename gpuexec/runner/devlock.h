@@ -48,16 +48,4 @@ int ka_devlock_exclusive(ka_devlock *l);
 /* Releases l (no-op when not held). KA_OK or KA_ESYS. */
 int ka_devlock_release(ka_devlock *l);
 
-/* Sends the lock descriptions m and t over the Unix stream socket sock as SCM_RIGHTS with
- * the one byte tag (a warm runner's pre-open lock, runner.h KA_RUNNER_PREOPEN_ENV). The
- * receiver gets the same open file descriptions; the caller still owns m and t. KA_OK or
- * KA_ESYS (errno). Thread safe as long as no other thread writes to sock meanwhile. */
-int ka_devlock_send(int sock, int m, int t, char tag);
-
-/* Receives what ka_devlock_send sent on sock: exactly one byte, which must be tag, and its
- * two descriptors into *m and *t (close-on-exec, owned by the caller). KA_OK; KA_EIO if
- * the byte is missing, another byte, or does not carry exactly two descriptors (any that
- * came are closed, *m = *t = -1). Blocks until the byte comes. */
-int ka_devlock_recv(int sock, char tag, int *m, int *t);
-
 #endif

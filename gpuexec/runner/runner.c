@@ -101,53 +101,36 @@ static int rn_recv_job(size_t max, uint8_t **out, size_t *len, int *fds, int *nf
   return KA_OK;
 }
 
-/* Seconds a warm runner may take to open its device under the device lock: a CUDA
- * context takes ~0.1 s on the H200 (docs/benchmarks/2026-12-02-session18-h200.md), the
- * first one after a driver load a few seconds. */
+/* Seconds a warm runner may take to open its device: a CUDA context takes ~0.1 s on the
+ * H200 (docs/benchmarks/2026-12-02-session18-h200.md), the first one after a driver load
+ * a few seconds. */
 #define RN_PREOPEN_LIMIT_S 30
 
-/* A warm runner (KA_RUNNER_PREOPEN_ENV): loads the backend and opens the device named
- * there into s->be and s->ctx, under the device lock held shared when the environment
- * says a lock preamble comes on stdin (its descriptions are closed again after the open:
- * the job brings the runner's own). Without the variable, or if anything fails, s->ctx
- * stays NULL and the job opens its device as a cold runner does. The device's name goes
- * into backend/index, the seconds the open took (backend load and context) into
- * *open_s. Returns the seconds spent waiting for the lock (0 without one). */
-static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index, double *open_s) {
-  *open_s = 0;
+/* A warm runner (KA_RUNNER_PREOPEN_ENV "BACKEND:INDEX"): loads the backend and opens the
+ * device named there into s->be and s->ctx, holding no device lock (runner.h says why).
+ * Without the variable, or if anything fails, s->ctx stays NULL and the job opens its
+ * device as a cold runner does. The device's name goes into backend/index; returns the
+ * seconds the open took (backend load and context). An open that hangs ends this runner
+ * after RN_PREOPEN_LIMIT_S (SIGALRM's default action), and the pool finds it dead when a
+ * job would take it (worker.c wk_pool_take). */
+static double rn_preopen(rn_state *s, char *backend, size_t blen, int *index) {
   const char *pre = getenv(KA_RUNNER_PREOPEN_ENV);
-  char fmt[32], lk = 0;
-  snprintf(fmt, sizeof fmt, "%%%zu[^:]:%%d:%%c", blen - 1);
-  int n = pre ? sscanf(pre, fmt, backend, index, &lk) : 0;
-  if (n < 2) return 0;
-  ka_devlock l = {.m = -1, .t = -1};
-  if (n == 3 && lk == KA_RUNNER_LOCK_PREAMBLE &&
-      (ka_devlock_recv(0, KA_RUNNER_LOCK_PREAMBLE, &l.m, &l.t) != KA_OK ||
-       ka_devlock_shared(&l) != KA_OK)) {
-    if (l.m >= 0) close(l.m), close(l.t);
-    return 0; /* no lock, no device opened ahead: the job's own lock covers its open */
-  }
+  char fmt[32];
+  snprintf(fmt, sizeof fmt, "%%%zu[^:]:%%d", blen - 1);
+  if (!pre || sscanf(pre, fmt, backend, index) != 2) return 0;
   char perr[RN_ERRLEN];
   double t0 = ka_now_s();
-  /* the lock is held only for bounded work (devlock.h): an open that hangs ends this
-   * runner (SIGALRM's default action, its exit releases the lock), and the pool finds it
-   * dead when a job would take it (worker.c wk_pool_take) */
-  if (l.m >= 0) {
-    sigset_t al;
-    sigemptyset(&al);
-    sigaddset(&al, SIGALRM);
-    signal(SIGALRM, SIG_DFL); /* whatever was inherited: the alarm must end the process */
-    pthread_sigmask(SIG_UNBLOCK, &al, NULL);
-    alarm(RN_PREOPEN_LIMIT_S);
-  }
+  sigset_t al;
+  sigemptyset(&al);
+  sigaddset(&al, SIGALRM);
+  signal(SIGALRM, SIG_DFL); /* whatever was inherited: the alarm must end the process */
+  pthread_sigmask(SIG_UNBLOCK, &al, NULL);
+  alarm(RN_PREOPEN_LIMIT_S);
   s->be = ka_backend_load(backend, perr, sizeof perr);
   if (!s->be || s->be->open(*index, &s->ctx, perr, sizeof perr) != KA_OK)
     s->be = NULL, s->ctx = NULL;
   alarm(0);
-  *open_s = ka_now_s() - t0;
-  ka_devlock_release(&l);
-  if (l.m >= 0) close(l.m), close(l.t);
-  return l.waited_s;
+  return ka_now_s() - t0;
 }
 
 /* RunnerJob.fds_passed: turns the cases' fd indices into the received descriptors.
@@ -757,8 +740,11 @@ static void rn_telemetry(rn_state *s, Kernelarena__V1__Telemetry *tel,
 }
 
 /* Writes res on the result channel (unless a watchdog claimed it first: then it waits to
- * be ended), closes it, tears the device down (under the device lock, shared: untimed
- * device work of its own) and exits: 0, or 3 if the result could not be written. */
+ * be ended), closes it, tears the device down and exits: 0, or 3 if the result could not
+ * be written. With a device lock, every stream of the context is waited for under it
+ * (shared) first, so no work of the candidate outlives the hold; the lock is released
+ * before the context's teardown, which may overlap another evaluation's timed call
+ * (runner.h KA_RUNNER_PREOPEN_ENV says why it may). */
 static _Noreturn void rn_send_result(rn_state *s, Kernelarena__V1__RunnerResult *res) {
   size_t len = kernelarena__v1__runner_result__get_packed_size(res);
   uint8_t *out = malloc(len + 1);
@@ -771,8 +757,12 @@ static _Noreturn void rn_send_result(rn_state *s, Kernelarena__V1__RunnerResult 
    * lose a result that was already produced */
   close(KA_RUNNER_RESULT_FD);
   fflush(NULL);
-  /* with a device lock, the context's teardown is untimed device work of its own */
-  if (s->ctx && s->lock.m >= 0 && ka_devlock_shared(&s->lock) == KA_OK) s->be->close(s->ctx);
+  /* the context itself goes with the process (the driver tears it down at exit); a
+   * fault of the wait has nothing left to report to, the result is out */
+  if (s->ctx && s->lock.m >= 0 && ka_devlock_shared(&s->lock) == KA_OK) {
+    s->be->synchronize(s->ctx);
+    ka_devlock_release(&s->lock);
+  }
   _exit(wrc == KA_OK ? 0 : 3);
 }
 
@@ -821,8 +811,7 @@ int main(int argc, char **argv) {
   s.image_fd = -1, s.cand_image_fd = -1, s.trial_fd = -1;
   char pre_backend[64] = "";
   int pre_index = -1;
-  double pre_open_s = 0;
-  double pre_wait_s = rn_preopen(&s, pre_backend, sizeof pre_backend, &pre_index, &pre_open_s);
+  double pre_open_s = rn_preopen(&s, pre_backend, sizeof pre_backend, &pre_index);
   uint8_t *jbuf;
   size_t jlen;
   static int fds[KA_RUNNER_MAX_FDS];
@@ -866,10 +855,8 @@ int main(int argc, char **argv) {
     rc = rn_build_candidate(&s, job, &impl[1], &dev, &res, &clog, err, sizeof err);
     char how[160];
     if (was_warm)
-      snprintf(how, sizeof how,
-               "opened ahead (warm, %.1f ms waiting for the device lock, %.1f ms opening), "
-               "job's part",
-               pre_wait_s * 1e3, pre_open_s * 1e3);
+      snprintf(how, sizeof how, "opened ahead (warm, %.1f ms opening), job's part",
+               pre_open_s * 1e3);
     else
       snprintf(how, sizeof how, "opened");
     ka_sb_printf(&s.log,

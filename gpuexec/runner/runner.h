@@ -31,13 +31,11 @@
 #define KA_RUNNER_FDS_PER_MSG 200
 #define KA_RUNNER_MAX_FDS 1024
 /* Environment of a runner started ahead of its job (gpuexec's pool): "BACKEND:INDEX",
- * the device it opens (CUDA context and all) before it reads the job; "BACKEND:INDEX:L":
- * the same under the device lock (devlock.h) held shared, whose two descriptions (main
- * lock, turnstile) come first on stdin with one byte, KA_RUNNER_LOCK_PREAMBLE, ahead of
- * the job (ka_devlock_send), so that opening a context never overlaps
- * another evaluation's timed call. */
+ * the device it opens (CUDA context and all) before it reads the job. The open takes no
+ * device lock (devlock.h): a context made or destroyed in another process beside a timed
+ * call left the baseline's self-speedup where it was on the H200 (tests/device/
+ * churn_h200.sh, docs/benchmarks/2026-12-02-session19-h200.md). */
 #define KA_RUNNER_PREOPEN_ENV "KA_RUNNER_PREOPEN"
-#define KA_RUNNER_LOCK_PREAMBLE 'L'
 
 /* `ka-runner --host-module SO KERNEL...`: the process in which the host backend runs a
  * compiled module (backend_host.c starts it; stdin is its command socket, stderr the

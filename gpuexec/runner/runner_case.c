@@ -1152,11 +1152,12 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
     ka_sb_printf(&s->log,
                  "[kernelarena] case %s phases (%s staging, fresh inputs, %d calls, %d reps): "
                  "setup %.1f ms, trial %.1f ms, staging %.1f ms, cache flush %.1f ms, calls "
-                 "%.1f ms, checks %.1f ms, verification %.1f ms, case %.1f ms\n",
+                 "%.1f ms, checks %.1f ms, verification %.1f ms, device lock waits %.1f ms, "
+                 "case %.1f ms\n",
                  x->c.name, x->dev ? "device" : "host", 2 * (x->warm + x->reps) + x->verified,
                  x->reps, x->ph_setup * 1e3, x->ph_trial * 1e3, x->ph_stage * 1e3,
                  x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3, x->ph_verify * 1e3,
-                 (ka_now_s() - t0) * 1e3);
+                 (s->lock.waited_s - waited0) * 1e3, (ka_now_s() - t0) * 1e3);
     ka_sb_printf(&s->log,
                  "[kernelarena] case %s setup: maps %.1f ms, device buffers %.1f ms, output "
                  "copies %.1f ms; trial: staging %.1f ms, run %.1f ms, input checks %.1f ms, "
