@@ -52,8 +52,13 @@ check "every case made $reps timed calls (KA_JOB_REPS ${KA_JOB_REPS:-unset})" aw
   / timed calls verified / {n++; if ($4 != r) bad++} END {exit !(n >= 2 && !bad)}' \
   "$WORK/embedded.out"
 # values out of range are refused with a warning, and the defaults are used: the prompt
-# states them (the wrong candidate is judged before any timed call, so this is quick)
-KA_JOB_REPS=0 KA_JOB_WARMUP=-1 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" \
+# states them. The defaults mean 20 timed calls per case, which under a loaded 2-core
+# machine took longer than the copy's 10 s deadline (a TIMEOUT, not the INCORRECT
+# checked here): this run gets a copy with the task's own 60 s.
+mkdir -p "$WORK/tasks-long/host"
+cp -r "$WORK/tasks/host/gelu" "$WORK/tasks-long/host/"
+sed -i "s/^timeout_s: .*/timeout_s: 60/" "$WORK/tasks-long/host/gelu/task.yaml"
+KA_JOB_REPS=0 KA_JOB_WARMUP=-1 "$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks-long" \
   --seed 1 --verbose --max-steps 1 --workspace "$WORK/ws-bad" \
   --agent "command:cp prompt.md $WORK/prompt-bad.md; cp $CAND/wrong.c gelu.c" \
   >"$WORK/bad-reps.out" 2>&1
