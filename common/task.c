@@ -716,6 +716,32 @@ static int reg_add(ka_registry *r, ka_task *t) {
   return KA_OK;
 }
 
+/* A task folder skipped at load (skip_bad): the line on stderr and the record in r. */
+static int reg_skip(ka_registry *r, const char *dir, const char *id, const char *why) {
+  fprintf(stderr, "kernelarena: skipping task %s: %s\n", dir, why);
+  return ka_registry_add_skip(r, id, why);
+}
+
+int ka_registry_add_skip(ka_registry *r, const char *id, const char *reason) {
+  ka_registry_skip *n = realloc(r->skipped, sizeof *n * (size_t)(r->nskipped + 1));
+  if (!n) return KA_ENOMEM;
+  r->skipped = n;
+  char *i = strdup(id), *w = strdup(reason);
+  if (!i || !w) {
+    free(i);
+    free(w);
+    return KA_ENOMEM;
+  }
+  r->skipped[r->nskipped++] = (ka_registry_skip){i, w};
+  return KA_OK;
+}
+
+const char *ka_registry_skipped(const ka_registry *r, const char *id) {
+  for (int i = 0; r && id && i < r->nskipped; i++)
+    if (!strcmp(r->skipped[i].id, id)) return r->skipped[i].reason;
+  return NULL;
+}
+
 static int reg_cmp(const void *a, const void *b) {
   return strcmp((*(ka_task *const *)a)->id, (*(ka_task *const *)b)->id);
 }
@@ -744,23 +770,21 @@ int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *er
       char tdir[PATH_MAX];
       snprintf(tdir, sizeof tdir, "%s/%s", fdir, e->d_name);
       if (!task_file_exists(tdir, "", "task.yaml")) continue;
-      ka_task *t;
-      char e2[512];
+      char want[PATH_MAX];
+      snprintf(want, sizeof want, "%s/%s", f->d_name, e->d_name);
+      ka_task *t = NULL;
+      char e2[512] = "";
       int lrc = ka_task_load(tdir, &t, e2, sizeof e2);
+      if (lrc == KA_OK && strcmp(want, t->id)) {
+        lrc = ka_seterr(e2, sizeof e2, KA_EPARSE, "%s: id '%s' does not match its folder '%s'",
+                        tdir, t->id, want);
+        ka_task_free(t);
+      }
       if (lrc) {
         if (!skip_bad)
           rc = ka_seterr(err, errlen, lrc, "%s", e2);
         else
-          fprintf(stderr, "kernelarena: skipping task %s: %s\n", tdir, e2);
-        continue;
-      }
-      char want[PATH_MAX];
-      snprintf(want, sizeof want, "%s/%s", f->d_name, e->d_name);
-      if (strcmp(want, t->id)) {
-        lrc = ka_seterr(err, errlen, KA_EPARSE, "%s: id '%s' does not match its folder '%s'", tdir,
-                        t->id, want);
-        ka_task_free(t);
-        if (!skip_bad) rc = lrc;
+          rc = reg_skip(r, tdir, want, e2);
         continue;
       }
       if (reg_add(r, t)) {
@@ -785,6 +809,8 @@ void ka_registry_free(ka_registry *r) {
   if (!r) return;
   for (int i = 0; i < r->ntasks; i++) ka_task_free(r->tasks[i]);
   free(r->tasks);
+  for (int i = 0; i < r->nskipped; i++) free(r->skipped[i].id), free(r->skipped[i].reason);
+  free(r->skipped);
   free(r->root);
   free(r);
 }

@@ -169,19 +169,50 @@ int ka_task_init_bounds(const ka_task *t, int i, const ka_case *c, double *a, do
 int ka_task_tensor_elems(const ka_task *t, int i, const ka_case *c, int64_t *elems, char *err,
                          size_t errlen);
 
+/* A task folder that failed to load and was skipped: its id (its path under the
+ * registry's root, as a loaded task's would be) and why. */
+typedef struct ka_registry_skip {
+  char *id;
+  char *reason;
+} ka_registry_skip;
+
 /* A task registry: every task.yaml found under root (recursively, two levels:
  * root/<family>/<name>/task.yaml), and every command task (a config.yaml folder at any
  * depth up to 6, its id the folder's path under root; common/task_command.h). Tasks
  * that fail to load are reported in err and skipped only when skip_bad is set;
- * otherwise loading fails. */
+ * otherwise loading fails. Skipped folders are also kept in `skipped` (in the order
+ * found), so that a later request for one can say why it is missing. */
 typedef struct ka_registry {
   int ntasks;
   ka_task **tasks;
   char *root;
+  int nskipped;
+  ka_registry_skip *skipped;
 } ka_registry;
+
+/* Loads the registry of root into *out (the caller owns it: ka_registry_free). With
+ * skip_bad, a task that fails to load is skipped with a line on stderr ("kernelarena:
+ * skipping task DIR: WHY") and recorded in (*out)->skipped; without it the first
+ * failure is returned. Returns KA_OK, KA_ENOENT (root cannot be opened), KA_ENOMEM, or a
+ * task's load error (without skip_bad), with the reason in err; *out is NULL on error. */
 int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *err, size_t errlen);
+
+/* Frees r with its tasks and skip records (NULL is a no-op). */
 void ka_registry_free(ka_registry *r);
+
+/* The loaded task of that id, or NULL (r or id NULL, or no such task). Borrowed from r. */
 const ka_task *ka_registry_find(const ka_registry *r, const char *id);
+
+/* Why the task folder of that id was skipped when r was loaded (ka_registry_load with
+ * skip_bad), or NULL when it was not (r or id NULL, a loaded task, or no such folder).
+ * The text is borrowed from r, valid until ka_registry_free. Not thread-safe with
+ * ka_registry_add_skip on the same r; safe with other readers. */
+const char *ka_registry_skipped(const ka_registry *r, const char *id);
+
+/* Records that the task folder of that id was skipped, and why (both copied into r).
+ * For the loaders of ka_registry_load (common/task.c, common/task_command.c). Returns
+ * KA_OK or KA_ENOMEM (r unchanged). */
+int ka_registry_add_skip(ka_registry *r, const char *id, const char *reason);
 
 /* ---- launch plans (rtc mode) */
 

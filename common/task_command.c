@@ -375,18 +375,21 @@ static int tc_scan(ka_registry *r, const char *rel, int depth, int skip_bad, cha
   if (*rel && tc_file_exists(dir, "task.yaml")) return KA_OK; /* a task.yaml task */
   if (*rel && tc_file_exists(dir, "config.yaml")) {
     ka_task *t;
-    char e2[512];
+    char e2[512] = "";
     int rc = ka_command_task_load(dir, rel, &t, e2, sizeof e2);
     if (rc == KA_OK && ka_registry_find(r, rel)) {
       ka_task_free(t);
       return KA_OK;
     }
-    if (rc == KA_OK && (rc = tc_add(r, t)) != KA_OK) ka_task_free(t);
-    if (rc && skip_bad) {
-      fprintf(stderr, "kernelarena: skipping task %s: %s\n", dir, e2);
-      return KA_OK;
+    if (rc == KA_OK) {
+      if ((rc = tc_add(r, t)) != KA_OK) ka_task_free(t);
+      return rc; /* out of memory: not a bad task, nothing to skip */
     }
-    return rc ? ka_seterr(err, errlen, rc, "%s", e2) : KA_OK;
+    if (skip_bad) { /* recorded in r: a request for rel says why it is missing */
+      fprintf(stderr, "kernelarena: skipping task %s: %s\n", dir, e2);
+      return ka_registry_add_skip(r, rel, e2);
+    }
+    return ka_seterr(err, errlen, rc, "%s", e2);
   }
   if (depth >= TC_MAX_DEPTH) return KA_OK;
   DIR *d = opendir(dir);

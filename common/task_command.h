@@ -55,8 +55,9 @@ void ka_command_spec_free(ka_command_spec *c);
 /* Adds to r every command task found under r->root: each folder (any depth up to 6,
  * hidden folders skipped) that holds config.yaml and no task.yaml; a task folder's
  * sub-folders are not searched. Tasks that fail to load are skipped with a line on
- * stderr when skip_bad is set, else the first failure is returned (reason in err).
- * Returns KA_OK or the error. Not thread-safe with other users of r. */
+ * stderr and recorded in r (ka_registry_skipped) when skip_bad is set, else the first
+ * failure is returned (reason in err). Returns KA_OK, KA_ENOMEM or the load error. Not
+ * thread-safe with other users of r. */
 int ka_command_scan(ka_registry *r, int skip_bad, char *err, size_t errlen);
 
 /* 1 if rel (a path in the task folder) is a report the commands write: build/NAME_report.json

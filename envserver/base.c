@@ -11,6 +11,7 @@
 
 #include "base.h"
 #include "ka_common.h"
+#include "task.h"
 
 /* ---- memory */
 
@@ -91,6 +92,11 @@ const char *es_arena_quote(es_arena *a, const char *s) {
   }
   if (cut) memcpy(q + n, "...", 3);
   return q;
+}
+
+const char *es_skip_why(es_arena *a, const struct ka_registry *reg, const char *id) {
+  const char *why = ka_registry_skipped(reg, id);
+  return why ? es_arena_printf(a, ": it was skipped at load: %s", why) : "";
 }
 
 char *es_arena_printf(es_arena *a, const char *fmt, ...) {

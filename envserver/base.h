@@ -39,6 +39,11 @@ void *es_arena_memdup(es_arena *a, const void *p, size_t n);
 /* A client-supplied string made safe to quote in a message: at most 80 bytes (then
  * "..."), control bytes replaced by '?'. */
 const char *es_arena_quote(es_arena *a, const char *s);
+struct ka_registry;
+/* The tail of an "unknown task 'ID'" message: ": it was skipped at load: WHY" when the
+ * task folder of id was skipped when reg was loaded (common/task.h, ka_registry_skipped),
+ * else "". Lives in a (or is a literal); never NULL. */
+const char *es_skip_why(es_arena *a, const struct ka_registry *reg, const char *id);
 void es_arena_free(es_arena *a);
 
 /* Fills resp (request_id already set by the caller) with Error{code, message,

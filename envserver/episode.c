@@ -347,8 +347,8 @@ void es_ep_reset(es_server *s, const Kernelarena__V1__ResetRequest *rq, es_arena
                  es_pb_response *resp) {
   const ka_task *t = ka_registry_find(s->reg, rq->task_id);
   if (!t) {
-    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'",
-                   es_arena_quote(a, rq->task_id));
+    es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'%s",
+                   es_arena_quote(a, rq->task_id), es_skip_why(a, s->reg, rq->task_id));
     return;
   }
   int max_steps = s->cfg.max_steps;

@@ -146,8 +146,8 @@ int es_eval_admit(es_server *s, const Kernelarena__V1__EvaluateRequest *rq, es_a
   } else {
     t = ka_registry_find(s->reg, rq->task_id);
     if (!t) {
-      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'",
-                     es_arena_quote(a, rq->task_id));
+      es_reply_error(a, resp, KERNELARENA__V1__ERROR_CODE__NOT_FOUND, 0, "unknown task '%s'%s",
+                     es_arena_quote(a, rq->task_id), es_skip_why(a, s->reg, rq->task_id));
       return KA_ENOENT;
     }
     if (!rq->has_seed && es_random(&seed, sizeof seed)) {

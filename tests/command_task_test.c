@@ -152,6 +152,16 @@ static void test_bad_configs(void) {
   const ka_task *t = r ? ka_registry_find(r, "good") : NULL;
   check(rc == KA_OK && r->ntasks == 1 && t, "skip_bad: the good task is kept", "rc %d, %d", rc,
         r ? r->ntasks : -1);
+  /* the skipped ones are kept with their reasons, under their folders' ids */
+  const char *why = ka_registry_skipped(r, "no_perf");
+  check(r && r->nskipped == n && why && strstr(why, "performance_command is missing"),
+        "skip_bad: each skipped folder's reason is kept", "%d of %d: %s", r ? r->nskipped : -1, n,
+        why ? why : "(none)");
+  why = ka_registry_skipped(r, "bad_timeout");
+  check(why && strstr(why, "_timeout"), "... the reason of bad_timeout", "%s",
+        why ? why : "(none)");
+  check(!ka_registry_skipped(r, "good") && !ka_registry_skipped(r, "nope"),
+        "a loaded or unknown id has no skip reason", "%s", "");
   if (t) {
     check(t->command->nharness == 1 && !strcmp(t->command->harness[0], "config.yaml"),
           "a stale report and __pycache__ are not harness", "%d", t->command->nharness);

@@ -353,7 +353,22 @@ static void test_task_fields(void) {
     ka_task_tolerance(r->tasks[0], 1, &at, &rt);
     CHECK(at == 0 && rt == 1e-6);
   }
+  /* ... and keeps why it skipped the bad one, under the bad folder's id */
+  const char *why = ka_registry_skipped(r, "fam/bad");
+  CHECK(r && r->nskipped == 1 && why && strstr(why, "outputs only"));
+  CHECK(ka_registry_skipped(r, "fam/good") == NULL && ka_registry_skipped(r, "fam/none") == NULL);
+  CHECK(ka_registry_skipped(NULL, "fam/bad") == NULL && ka_registry_skipped(r, NULL) == NULL);
   ka_registry_free(r);
+  /* a task whose id is not its folder's is skipped with that reason, as a load failure */
+  char other[PATH_MAX];
+  snprintf(other, sizeof other, "%s/fam/other", root);
+  task_yaml(y, sizeof y, "fam/elsewhere", "\"v - 1\"", "", "");
+  write_task(other, y);
+  CHECK(ka_registry_load(root, 1, &r, err, sizeof err) == KA_OK);
+  why = ka_registry_skipped(r, "fam/other");
+  CHECK(r && r->ntasks == 1 && r->nskipped == 2 && why && strstr(why, "does not match its folder"));
+  ka_registry_free(r);
+  ka_rmtree(other);
   /* without skipping, the registry fails with the bad task's reason */
   CHECK(ka_registry_load(root, 0, &r, err, sizeof err) == KA_EPARSE && r == NULL);
   CHECK(strstr(err, "outputs only") != NULL);

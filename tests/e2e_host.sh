@@ -71,6 +71,18 @@ check "... and the prompt states the defaults (3 warm-up, 20 timed calls)" \
 early=$(sed -n 's/.*(\([0-9]*\) of 2 cases compared while the runner timed).*/\1/p' "$WORK/bad-reps.out")
 check "wrong: compared while the runner timed (${early:-no line}), still INCORRECT" sh -c \
   "[ '${early:-0}' -ge 1 ] && grep -q '^step 1: status INCORRECT' '$WORK/bad-reps.out' && grep -q 'elements differ; first at' '$WORK/bad-reps.out'"
+# a task folder that failed to load: asking for it says why it was skipped, not only
+# "unknown task" (the server keeps the reasons of the folders it skipped)
+mkdir -p "$WORK/tasks-skip/suite/broken"
+cp -r "$WORK/tasks/host" "$WORK/tasks-skip/"
+printf 'source_file_path: k.py\nperformance_command: ["true"]\ncorrectness_timeout: abc\n' \
+  >"$WORK/tasks-skip/suite/broken/config.yaml"
+echo 'x = 1' >"$WORK/tasks-skip/suite/broken/k.py"
+"$BIN/envctl" episode --task suite/broken --tasks "$WORK/tasks-skip" --seed 1 >"$WORK/skip.out" 2>&1
+rc=$?
+check "a skipped task: the reset error says it was skipped at load, and why" sh -c \
+  "[ $rc -ne 0 ] && grep \"unknown task 'suite/broken': it was skipped at load: \" '$WORK/skip.out' | grep -q 'config.yaml: .*_timeout'" ||
+  cat "$WORK/skip.out"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = loop ]; then

@@ -854,7 +854,9 @@ static int wk_check_job(wk_eval *ev, Kernelarena__V1__Result *res, char *err, si
   const Kernelarena__V1__Job *job = ev->job;
   ev->t = ka_registry_find(ev->cfg->tasks, job->task_id);
   if (!ev->t) {
-    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "executor has no task %s", job->task_id);
+    const char *why = ka_registry_skipped(ev->cfg->tasks, job->task_id);
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "executor has no task %s%s%s", job->task_id,
+            why ? ": it was skipped at load: " : "", why ? why : "");
     return KA_ENOENT;
   }
   if (strcmp(ev->t->version, job->task_version)) {
