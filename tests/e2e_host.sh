@@ -83,6 +83,25 @@ rc=$?
 check "a skipped task: the reset error says it was skipped at load, and why" sh -c \
   "[ $rc -ne 0 ] && grep \"unknown task 'suite/broken': it was skipped at load: \" '$WORK/skip.out' | grep -q 'config.yaml: .*_timeout'" ||
   cat "$WORK/skip.out"
+# an embedded server that exits at startup is quoted: its last stderr line, not only
+# "run with --verbose" (gpuexec refuses the backend; the missing folder, whichever exits
+# first); with --verbose its output is passed through as before
+"$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --backends bogus >"$WORK/start.out" 2>&1
+rc=$?
+check "gpuexec exits at startup: envctl quotes its error line" sh -c \
+  "[ $rc -eq 1 ] && grep -q \"gpuexec exited: gpuexec: unknown backend 'bogus' (host, cuda or hip) (run with --verbose\" '$WORK/start.out'" ||
+  cat "$WORK/start.out"
+"$BIN/envctl" episode --task host/gelu --tasks "$WORK/tasks" --backends bogus --verbose \
+  >"$WORK/start-v.out" 2>&1
+rc=$?
+check "... with --verbose: its output passed through, and named" sh -c \
+  "[ $rc -eq 1 ] && grep -q \"^gpuexec: unknown backend 'bogus'\" '$WORK/start-v.out' && grep -q 'gpuexec exited with status 2 (its output is above)' '$WORK/start-v.out'" ||
+  cat "$WORK/start-v.out"
+"$BIN/envctl" episode --task host/gelu --tasks "$WORK/nope" >"$WORK/start-nope.out" 2>&1
+rc=$?
+check "a missing task folder: the exited server's line names it" sh -c \
+  "[ $rc -eq 1 ] && grep -q 'exited: [a-z]*: task folder $WORK/nope' '$WORK/start-nope.out'" ||
+  cat "$WORK/start-nope.out"
 fi
 
 if [ "$PART" = all ] || [ "$PART" = loop ]; then

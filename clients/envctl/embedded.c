@@ -1,7 +1,10 @@
 /* The envserver and gpuexec that an envctl command without --server starts for itself
  * (envctl.h: ec_embedded_start, ec_embedded_stop). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,24 +26,172 @@ void ec_embedded_kill_all(void) {
     if (ec_groups[i] > 0) kill(-(pid_t)ec_groups[i], SIGKILL);
 }
 
-/* Starts argv[0] in its own process group, killed when envctl dies (PR_SET_DEATHSIG);
- * stderr to /dev/null when quiet. Returns the pid, or -1 when fork failed. */
-static pid_t ec_spawn(char *const argv[], int quiet) {
+/* ---- the children's stderr without --verbose: a pipe each, drained by one thread that
+ * keeps the last EC_TAIL bytes of each, so that a child that exits at startup can be
+ * quoted (its last non-empty line) and a long run's output costs no disk */
+
+#define EC_TAIL 4096
+
+typedef struct ec_tail {
+  int fd;  /* the pipe's read end (O_NONBLOCK), or -1 */
+  int eof; /* every writer closed it (or a read failed): no longer polled */
+  char buf[EC_TAIL];
+  size_t len;
+} ec_tail;
+
+struct ec_tails {
+  pthread_mutex_t mu; /* guards t[] (the thread and ec_tails_line both read the pipes) */
+  pthread_t thread;
+  int started;
+  int wake[2];  /* written by ec_tails_free: the thread ends */
+  ec_tail t[2]; /* 0 envserver, 1 gpuexec */
+};
+
+/* Appends what can be read now from t's pipe to its tail. Called with the mutex held. */
+static void ec_tail_read(ec_tail *t) {
+  char tmp[EC_TAIL];
+  while (t->fd >= 0 && !t->eof) {
+    ssize_t n = read(t->fd, tmp, sizeof tmp);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      t->eof = 1;
+      return;
+    }
+    size_t k = (size_t)n;
+    if (t->len + k > EC_TAIL) { /* keep the last EC_TAIL bytes */
+      size_t drop = t->len + k - EC_TAIL;
+      memmove(t->buf, t->buf + drop, t->len - drop);
+      t->len -= drop;
+    }
+    memcpy(t->buf + t->len, tmp, k);
+    t->len += k;
+  }
+}
+
+static void *ec_tails_main(void *arg) {
+  struct ec_tails *s = arg;
+  for (;;) {
+    struct pollfd p[3] = {{.fd = s->wake[0], .events = POLLIN}};
+    pthread_mutex_lock(&s->mu);
+    int open = 0;
+    for (int i = 0; i < 2; i++) {
+      p[i + 1].fd = s->t[i].eof ? -1 : s->t[i].fd;
+      p[i + 1].events = POLLIN;
+      open |= p[i + 1].fd >= 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!open) break;
+    if (poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (p[0].revents) break;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < 2; i++)
+      if (p[i + 1].revents) ec_tail_read(&s->t[i]);
+    pthread_mutex_unlock(&s->mu);
+  }
+  return NULL;
+}
+
+/* The last non-empty line child i (0 envserver, 1 gpuexec) wrote to stderr so far, into
+ * out (control bytes as '?', cut to outlen); "" when none or s is NULL. Reads what is
+ * left in the pipe first (a child that exited has written all it will). */
+static void ec_tails_line(struct ec_tails *s, int i, char *out, size_t outlen) {
+  out[0] = 0;
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  ec_tail *t = &s->t[i];
+  ec_tail_read(t);
+  size_t end = t->len;
+  while (end > 0 && strchr(" \t\r\n", t->buf[end - 1])) end--;
+  size_t start = end;
+  while (start > 0 && t->buf[start - 1] != '\n') start--;
+  size_t n = end - start < outlen - 1 ? end - start : outlen - 1;
+  for (size_t k = 0; k < n; k++) {
+    unsigned char c = (unsigned char)t->buf[start + k];
+    out[k] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+  }
+  out[n] = 0;
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Ends the reader thread and frees s (NULL is a no-op). */
+static void ec_tails_free(struct ec_tails *s) {
+  if (!s) return;
+  if (s->started) {
+    ssize_t w = write(s->wake[1], "x", 1);
+    (void)w;
+    pthread_join(s->thread, NULL);
+  }
+  for (int i = 0; i < 2; i++)
+    if (s->t[i].fd >= 0) close(s->t[i].fd);
+  close(s->wake[0]);
+  close(s->wake[1]);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+/* A new reader with a pipe per child: wfd[i] the write end for child i's stderr (the
+ * caller closes it once the child is started). NULL when a pipe or memory is lacking. */
+static struct ec_tails *ec_tails_new(int wfd[2]) {
+  struct ec_tails *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  pthread_mutex_init(&s->mu, NULL);
+  s->t[0].fd = s->t[1].fd = wfd[0] = wfd[1] = -1;
+  if (pipe2(s->wake, O_CLOEXEC) != 0) {
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return NULL;
+  }
+  for (int i = 0; i < 2; i++) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+      for (int k = 0; k < i; k++) close(wfd[k]);
+      ec_tails_free(s);
+      return NULL;
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    s->t[i].fd = p[0];
+    wfd[i] = p[1];
+  }
+  return s;
+}
+
+/* Starts argv[0] in its own process group, killed when envctl dies (PR_SET_DEATHSIG),
+ * its stderr onto errfd when errfd >= 0. Returns the pid, or -1 when fork failed. */
+static pid_t ec_spawn(char *const argv[], int errfd) {
   pid_t parent = getpid();
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(125);
-    if (quiet) {
-      FILE *f = freopen("/dev/null", "w", stderr);
-      (void)f;
-    }
+    if (errfd >= 0 && dup2(errfd, STDERR_FILENO) < 0) _exit(126);
     execv(argv[0], argv);
     fprintf(stderr, "envctl: cannot start %s: %s\n", argv[0], strerror(errno));
     _exit(127);
   }
   return pid;
+}
+
+/* The error of child i (0 envserver, 1 gpuexec) having exited during startup with wait
+ * status st: its last stderr line when envctl kept it, else how it ended and where to
+ * look. Returns KA_EUNAVAIL. */
+static int ec_exited(ec_embedded *emb, int i, int st, char *err, size_t errlen) {
+  const char *name = i ? "gpuexec" : "envserver";
+  char line[400], how[48];
+  ec_tails_line(emb->tails, i, line, sizeof line);
+  if (line[0])
+    return ka_seterr(err, errlen, KA_EUNAVAIL,
+                     "%s exited: %s (run with --verbose for its whole output)", name, line);
+  if (WIFSIGNALED(st))
+    snprintf(how, sizeof how, "was killed by signal %d", WTERMSIG(st));
+  else
+    snprintf(how, sizeof how, "exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return ka_seterr(err, errlen, KA_EUNAVAIL, "%s %s%s", name, how,
+                   emb->tails ? " and wrote nothing on stderr" : " (its output is above)");
 }
 
 int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errlen) {
@@ -71,7 +222,12 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
       exec_url,   "--tasks",     (char *)o->tasks, "--state",
       emb->state, "--max-steps", "1000",           tok[0] ? "--admin-token-file" : NULL,
       tok_path,   NULL};
-  emb->server_pid = ec_spawn(sargv, !o->verbose);
+  int wfd[2] = {-1, -1};
+  if (!o->verbose && !(emb->tails = ec_tails_new(wfd))) {
+    ka_rmtree(emb->state);
+    return ka_seterr(err, errlen, KA_ESYS, "cannot make a pipe for the servers' stderr");
+  }
+  emb->server_pid = ec_spawn(sargv, wfd[0]);
   ec_groups[0] = emb->server_pid;
   char *gargv[] = {gx,
                    "--server",
@@ -82,11 +238,20 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
                    (char *)(o->backends ? o->backends : "auto"),
                    o->verbose ? "--verbose" : NULL,
                    NULL};
-  emb->exec_pid = ec_spawn(gargv, !o->verbose);
+  emb->exec_pid = ec_spawn(gargv, wfd[1]);
   ec_groups[1] = emb->exec_pid;
+  for (int i = 0; i < 2; i++)
+    if (wfd[i] >= 0) close(wfd[i]); /* the children hold them: EOF once they are gone */
   if (emb->server_pid < 0 || emb->exec_pid < 0) {
     ec_embedded_stop(emb, 0);
     return ka_seterr(err, errlen, KA_ESYS, "fork failed");
+  }
+  if (emb->tails) {
+    if (pthread_create(&emb->tails->thread, NULL, ec_tails_main, emb->tails) != 0) {
+      ec_embedded_stop(emb, 0);
+      return ka_seterr(err, errlen, KA_ESYS, "cannot start the thread reading the servers' stderr");
+    }
+    emb->tails->started = 1;
   }
   /* wait for an executor to register */
   ka_client *c;
@@ -100,12 +265,12 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
     int st;
     if (waitpid(emb->server_pid, &st, WNOHANG) == emb->server_pid) {
       emb->server_pid = 0;
-      rc = ka_seterr(err, errlen, KA_EUNAVAIL, "envserver exited (run with --verbose to see why)");
+      rc = ec_exited(emb, 0, st, err, errlen);
       break;
     }
     if (waitpid(emb->exec_pid, &st, WNOHANG) == emb->exec_pid) {
       emb->exec_pid = 0;
-      rc = ka_seterr(err, errlen, KA_EUNAVAIL, "gpuexec exited (run with --verbose to see why)");
+      rc = ec_exited(emb, 1, st, err, errlen);
       break;
     }
     Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
@@ -126,8 +291,17 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
     usleep(100000);
   }
   ka_client_close(c);
-  if (rc == KA_ETIMEDOUT)
-    ka_seterr(err, errlen, rc, "no executor registered within 60 s (run with --verbose)");
+  if (rc == KA_ETIMEDOUT) {
+    char line[400];
+    ec_tails_line(emb->tails, 1, line, sizeof line);
+    if (line[0])
+      ka_seterr(err, errlen, rc,
+                "no executor registered within 60 s; gpuexec's last line: %s (run with "
+                "--verbose for its whole output)",
+                line);
+    else
+      ka_seterr(err, errlen, rc, "no executor registered within 60 s (run with --verbose)");
+  }
   if (rc) ec_embedded_stop(emb, 0);
   return rc;
 }
@@ -152,5 +326,7 @@ void ec_embedded_stop(ec_embedded *emb, int keep) {
   }
   emb->exec_pid = emb->server_pid = 0;
   ec_groups[0] = ec_groups[1] = 0;
+  ec_tails_free(emb->tails);
+  emb->tails = NULL;
   if (!keep && emb->state[0]) ka_rmtree(emb->state);
 }

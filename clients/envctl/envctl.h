@@ -77,11 +77,14 @@ int ec_opts_parse(int argc, char **argv, ec_opts *o);
  * code, or 1 when no server could be started or reached (printed). */
 int ec_with_server(const ec_opts *o, int (*fn)(ka_client *, const ec_opts *));
 
-/* An envserver and a gpuexec started for one envctl command. */
+/* An envserver and a gpuexec started for one envctl command. Without --verbose their
+ * stderr goes to pipes whose tail envctl keeps (embedded.c), for the startup error. */
+struct ec_tails;
 typedef struct ec_embedded {
   char state[256];
   char url[320];
   pid_t server_pid, exec_pid;
+  struct ec_tails *tails; /* the pipes' reader, or NULL (--verbose: stderr passed through) */
 } ec_embedded;
 
 /* Kills (SIGKILL, each one's process group) the embedded envserver and gpuexec running
@@ -90,9 +93,15 @@ void ec_embedded_kill_all(void);
 
 /* Starts envserver and gpuexec from the folder of the envctl executable on a fresh
  * private state folder, and waits until an executor has registered (up to 60 s).
- * Returns KA_OK with emb->url to dial, or an error with the reason in err. */
+ * Without o->verbose their stderr is read by a thread of envctl that keeps the last
+ * 4 KiB of each (emb->tails, until ec_embedded_stop); with it, it is passed through.
+ * Returns KA_OK with emb->url to dial, or an error with the reason in err: KA_EUNAVAIL
+ * when one of them exited (err names it and, without --verbose, quotes its last
+ * non-empty stderr line), KA_ETIMEDOUT when no executor registered, KA_ESYS. On error
+ * both are stopped and the state folder removed. */
 int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errlen);
-/* Stops both processes and removes the state folder unless keep is set. */
+/* Stops both processes, ends the stderr reader (emb->tails freed) and removes the
+ * state folder unless keep is set. */
 void ec_embedded_stop(ec_embedded *emb, int keep);
 
 /* Prints an error response and returns 1. */

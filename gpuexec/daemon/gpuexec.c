@@ -77,6 +77,15 @@ static void gx_on_signal(int sig) {
   atomic_store(&gx_stop, sig);
 }
 
+/* Frees what main made before its workers started, for an exit at startup (so that a
+ * sanitizer build's leak report does not become the last line of the error). */
+static void gx_free_early(ka_registry *reg, ka_exec_config *cfg, gx_worker *workers, int nworkers) {
+  for (int i = 0; i < nworkers; i++) ka_device_free(workers[i].dev);
+  free(workers);
+  ka_refcache_free(cfg->ref_cache);
+  ka_registry_free(reg);
+}
+
 /* Runs `ka-runner --discover backend` and decodes the devices it lists. */
 static int gx_discover(const char *runner, const char *backend,
                        Kernelarena__V1__DescribeResponse **out, char *err, size_t errlen) {
@@ -738,6 +747,7 @@ int main(int argc, char **argv) {
     if (!known) {
       fprintf(stderr, "gpuexec: unknown backend '%s' (host, cuda or hip)\n", b);
       rmdir(own_tmp);
+      gx_free_early(reg, &cfg, workers, nworkers);
       return 2;
     }
     Kernelarena__V1__DescribeResponse *d;
@@ -776,6 +786,7 @@ int main(int argc, char **argv) {
   if (nworkers == 0) {
     fprintf(stderr, "gpuexec: no devices found on any backend\n");
     rmdir(own_tmp);
+    gx_free_early(reg, &cfg, workers, nworkers);
     return 1;
   }
   for (int i = 0; i < nworkers; i++) {
