@@ -800,7 +800,7 @@ int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *er
     ka_registry_free(r);
     return rc;
   }
-  qsort(r->tasks, (size_t)r->ntasks, sizeof *r->tasks, reg_cmp);
+  if (r->ntasks > 1) qsort(r->tasks, (size_t)r->ntasks, sizeof *r->tasks, reg_cmp);
   *out = r;
   return KA_OK;
 }

@@ -3,7 +3,8 @@
 # else the source tree's, whose path is compiled in, wherever the binary and the working
 # folder are. Reproduces `cmake -B ../kb && ../kb/bin/envctl tasks` run from another
 # folder: envctl is copied into a build folder outside the source tree and run from a
-# folder without tasks/.
+# folder without tasks/. Also: a folder of no task that loads (empty, or all broken) is
+# an error of `envctl tasks`, not an empty table.
 # usage: tasks_dir_test.sh BIN_DIR SOURCE_DIR
 set -u
 BIN=$(cd "$1" && pwd)
@@ -42,4 +43,21 @@ check "./tasks first: exit 0 and only host/gelu listed" \
 rc=$?
 check "--tasks of a missing folder: exit 1, names the folder" \
   sh -c "[ $rc -eq 1 ] && grep -q '$WORK/nope' '$WORK/out3'"
+
+# a folder without a task that loads is an error, not an empty table: exit 1, the
+# folder named with the count of folders skipped
+mkdir -p "$WORK/empty" "$WORK/broken/suite/bad"
+printf 'source_file_path: k.py\nperformance_command: ["true"]\ncorrectness_timeout: abc\n' \
+  >"$WORK/broken/suite/bad/config.yaml"
+echo 'x = 1' >"$WORK/broken/suite/bad/k.py"
+"$WORK/kb/bin/envctl" tasks --tasks "$WORK/empty" >"$WORK/out4" 2>&1
+rc=$?
+check "--tasks of an empty folder: exit 1, 'no tasks loaded from DIR (0 skipped'" \
+  sh -c "[ $rc -eq 1 ] && grep -q 'no tasks loaded from $WORK/empty (0 skipped' '$WORK/out4' && ! grep -q '^TASK ' '$WORK/out4'" ||
+  cat "$WORK/out4"
+"$WORK/kb/bin/envctl" tasks --tasks "$WORK/broken" >"$WORK/out5" 2>&1
+rc=$?
+check "--tasks of an all-broken folder: exit 1, the skip named and counted" \
+  sh -c "[ $rc -eq 1 ] && grep -q 'skipping task $WORK/broken/suite/bad' '$WORK/out5' && grep -q 'no tasks loaded from $WORK/broken (1 skipped' '$WORK/out5'" ||
+  cat "$WORK/out5"
 exit $fail

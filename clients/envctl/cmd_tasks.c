@@ -35,11 +35,25 @@ static void ec_task_row(const char *id, const char *type, const char *lang, cons
   printf("%-26s %-10s %-5s %-7s %-10s %-7s %s\n", id, type, lang, mode, be, cases, tg);
 }
 
+/* Prints the task table of the folder dir. Returns 0, or 1 when the folder cannot be
+ * read or holds no task that loads (printed: a table of none is an error, not a list). */
 static int ec_tasks_local(const char *dir) {
   char err[1024];
   ka_registry *r;
   if (ka_registry_load(dir, 1, &r, err, sizeof err)) {
     fprintf(stderr, "envctl: %s\n", err);
+    return 1;
+  }
+  if (r->ntasks == 0) {
+    if (r->nskipped)
+      fprintf(stderr, "envctl: no tasks loaded from %s (%d skipped: the lines above say why)\n",
+              dir, r->nskipped);
+    else
+      fprintf(stderr,
+              "envctl: no tasks loaded from %s (0 skipped: no FAMILY/NAME/task.yaml and no "
+              "config.yaml folder in it; docs/tasks.md)\n",
+              dir);
+    ka_registry_free(r);
     return 1;
   }
   ec_task_row(NULL, NULL, NULL, NULL, NULL, 0, NULL, 0, 0, 0);
@@ -65,6 +79,13 @@ static int ec_tasks_remote(ka_client *c, int timeout_ms) {
   }
   if (r->body_case != KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS) {
     ec_print_error("tasks", r);
+    ka_client_free_response(r);
+    return 1;
+  }
+  if (r->list_tasks->n_tasks == 0) {
+    fprintf(stderr,
+            "envctl: tasks: the server has no tasks (its log names the folders it "
+            "skipped)\n");
     ka_client_free_response(r);
     return 1;
   }
@@ -134,6 +155,14 @@ static int ec_tasks_prompts(ka_client *c, const ec_opts *o) {
   }
   if (r->body_case != KERNELARENA__V1__RESPONSE__BODY_LIST_TASKS) {
     ec_print_error("tasks", r);
+    ka_client_free_response(r);
+    return 1;
+  }
+  if (r->list_tasks->n_tasks == 0) {
+    if (o->server)
+      fprintf(stderr, "envctl: tasks: the server at %s has no tasks: no rows written\n", o->server);
+    else
+      fprintf(stderr, "envctl: tasks: no tasks loaded from %s: no rows written\n", o->tasks);
     ka_client_free_response(r);
     return 1;
   }
