@@ -173,8 +173,16 @@ static int tc_parse(yaml_document_t *doc, const char *file, ka_task *t, char *er
     if (to) {
       char *end;
       double v = strtod(to, &end);
-      if (*end || !(v > 0) || v > 86400)
-        return tc_fail(err, errlen, file, "a *_timeout must be a number of seconds in (0, 86400]");
+      if (end == to || *end || !(v > 0) || v > 86400) { /* named, with its value (shown safe) */
+        char shown[64];
+        size_t n = 0;
+        for (; to[n] && n < sizeof shown - 1; n++)
+          shown[n] = (unsigned char)to[n] < 0x20 || to[n] == 0x7f ? '?' : to[n];
+        shown[n] = 0;
+        return ka_seterr(err, errlen, KA_EPARSE,
+                         "%s: %s: '%s%s' is not a number of seconds in (0, 86400]", file,
+                         tc_timeout_key[p], shown, to[n] ? "..." : "");
+      }
       c->timeout_s[p] = v;
     }
     t->timeout_s += c->timeout_s[p] * (k ? k : 0);

@@ -115,7 +115,14 @@ static void test_bad_configs(void) {
        "source_file_path must name"},
       {"unsafe", "source_file_path: ../k.py\nperformance_command: [\"true\"]\n",
        "not a safe relative path"},
-      {"bad_timeout", GOOD_CONFIG "performance_timeout: soon\n", "*_timeout must be a number"},
+      {"bad_timeout", GOOD_CONFIG "performance_timeout: soon\n",
+       "config.yaml: performance_timeout: 'soon' is not a number of seconds in (0, 86400]"},
+      {"word_timeout", GOOD_CONFIG "correctness_timeout: abc\n",
+       "config.yaml: correctness_timeout: 'abc' is not a number of seconds in (0, 86400]"},
+      {"zero_timeout", GOOD_CONFIG "compile_timeout: 0\n",
+       "compile_timeout: '0' is not a number of seconds"},
+      {"long_timeout", GOOD_CONFIG "compile_timeout: 86401\n",
+       "compile_timeout: '86401' is not a number of seconds"},
       {"missing_file", "source_file_path: other.py\nperformance_command: [\"true\"]\n",
        "source_file_path other.py is missing"},
       {"bad_command", "source_file_path: k.py\nperformance_command: {a: b}\n",
@@ -157,9 +164,9 @@ static void test_bad_configs(void) {
   check(r && r->nskipped == n && why && strstr(why, "performance_command is missing"),
         "skip_bad: each skipped folder's reason is kept", "%d of %d: %s", r ? r->nskipped : -1, n,
         why ? why : "(none)");
-  why = ka_registry_skipped(r, "bad_timeout");
-  check(why && strstr(why, "_timeout"), "... the reason of bad_timeout", "%s",
-        why ? why : "(none)");
+  why = ka_registry_skipped(r, "word_timeout");
+  check(why && strstr(why, "correctness_timeout: 'abc' is not a number"),
+        "... the reason of word_timeout", "%s", why ? why : "(none)");
   check(!ka_registry_skipped(r, "good") && !ka_registry_skipped(r, "nope"),
         "a loaded or unknown id has no skip reason", "%s", "");
   if (t) {

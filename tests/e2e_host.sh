@@ -81,7 +81,7 @@ echo 'x = 1' >"$WORK/tasks-skip/suite/broken/k.py"
 "$BIN/envctl" episode --task suite/broken --tasks "$WORK/tasks-skip" --seed 1 >"$WORK/skip.out" 2>&1
 rc=$?
 check "a skipped task: the reset error says it was skipped at load, and why" sh -c \
-  "[ $rc -ne 0 ] && grep \"unknown task 'suite/broken': it was skipped at load: \" '$WORK/skip.out' | grep -q 'config.yaml: .*_timeout'" ||
+  "[ $rc -ne 0 ] && grep \"unknown task 'suite/broken': it was skipped at load: \" '$WORK/skip.out' | grep -q \"config.yaml: correctness_timeout: 'abc' is not a number of seconds in (0, 86400]\"" ||
   cat "$WORK/skip.out"
 # an embedded server that exits at startup is quoted: its last stderr line, not only
 # "run with --verbose" (gpuexec refuses the backend; the missing folder, whichever exits
