@@ -889,45 +889,81 @@ static int cmd_check_perf(const char *workdir, cmd_pass *ps) {
   return 1;
 }
 
-/* One pass in a fresh workdir: the folder, the job's files (NULL: the baseline's), the
- * three phases and their reports. ps->status is OK when all passed. */
-static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                         const ka_task *t, const Kernelarena__V1__Job *files, double end,
-                         ka_devlock *lock, cmd_pass *ps) {
-  char workdir[PATH_MAX];
-  snprintf(workdir, sizeof workdir, "%s/ka-cmd-XXXXXX", cfg->tmp_dir);
-  ps->status = CMD_OK;
-  if (!mkdtemp(workdir)) {
-    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp %s: %s", workdir, strerror(errno));
-    return;
+/* A pass's private copy of the task folder and its commands' environment. */
+typedef struct cmd_work {
+  char dir[PATH_MAX];
+  ka_cmd_env *env; /* NULL until cmd_work_open succeeded */
+} cmd_work;
+
+/* Makes a fresh workdir under cfg->tmp_dir: the task folder, then the job's files (NULL:
+ * the baseline's, the folder as it is). 0, or 1 with the verdict in ps (INFRA_ERROR:
+ * none of this is the submission's doing) and nothing left to close. */
+static int cmd_work_open(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                         const ka_task *t, const Kernelarena__V1__Job *files, cmd_work *w,
+                         cmd_pass *ps) {
+  w->env = NULL;
+  snprintf(w->dir, sizeof w->dir, "%s/ka-cmd-XXXXXX", cfg->tmp_dir);
+  if (!mkdtemp(w->dir)) {
+    cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "mkdtemp %s: %s", w->dir, strerror(errno));
+    return 1;
   }
   ka_cmd_env *env = calloc(1, sizeof *env);
   int erc =
-      env ? ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, workdir, NULL)
+      env ? ka_cmd_env_init(env, dev->backend, (int)dev->index, cfg->command_path, w->dir, NULL)
           : KA_ENOMEM;
   if (erc == KA_EUNAVAIL) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "the commands' device: %s", env->note);
   } else if (erc) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR,
             "the commands' environment (out of memory, or --command-path too long)");
-  } else if (cmd_copy_tree(t->dir, workdir, "") != KA_OK ||
-             cmd_write_files(workdir, files) != KA_OK) {
+  } else if (cmd_copy_tree(t->dir, w->dir, "") != KA_OK ||
+             cmd_write_files(w->dir, files) != KA_OK) {
     cmd_set(ps, KERNELARENA__V1__STATUS__INFRA_ERROR, "cannot copy the task folder into %s",
-            workdir);
+            w->dir);
   } else {
     if (env->note[0])
       ka_sb_printf(&ps->log, "[kernelarena] %s:%d: %s\n", dev->backend, (int)dev->index, env->note);
-    cmd_ctx x = {t, env, lock, end};
-    int stop = 0;
-    for (int p = 0; p < KA_CMD_NPHASES && !stop; p++) {
-      cmd_clear_reports(workdir); /* a phase's reports are its own commands' */
-      stop = cmd_phase(&x, p, ps);
-      if (!stop && p != KA_CMD_PERFORMANCE) stop = cmd_check_status_report(workdir, p, ps);
-    }
-    if (!stop) cmd_check_perf(workdir, ps);
+    w->env = env;
+    return 0;
   }
   free(env);
-  ka_rmtree(workdir);
+  ka_rmtree(w->dir);
+  return 1;
+}
+
+/* Removes w's folder (and all its commands left there) and frees its environment. */
+static void cmd_work_close(cmd_work *w) {
+  if (!w->env) return;
+  free(w->env);
+  w->env = NULL;
+  ka_rmtree(w->dir);
+}
+
+/* Runs phases first..last (KA_CMD_COMPILE..KA_CMD_PERFORMANCE) in w until the deadline
+ * end, each after clearing the reports (a phase's reports are its own commands'), then
+ * checks their reports; with the performance phase, its cases go into ps->cases. 0 if
+ * all passed, else 1 with the verdict in ps. */
+static int cmd_work_phases(const ka_task *t, cmd_work *w, ka_devlock *lock, double end, int first,
+                           int last, cmd_pass *ps) {
+  cmd_ctx x = {t, w->env, lock, end};
+  for (int p = first; p <= last; p++) {
+    cmd_clear_reports(w->dir);
+    if (cmd_phase(&x, p, ps)) return 1;
+    if (p != KA_CMD_PERFORMANCE && cmd_check_status_report(w->dir, p, ps)) return 1;
+  }
+  return last == KA_CMD_PERFORMANCE ? cmd_check_perf(w->dir, ps) : 0;
+}
+
+/* One pass in a fresh workdir: the folder, the job's files (NULL: the baseline's), the
+ * three phases and their reports. ps->status is OK when all passed. */
+static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                         const ka_task *t, const Kernelarena__V1__Job *files, double end,
+                         ka_devlock *lock, cmd_pass *ps) {
+  ps->status = CMD_OK;
+  cmd_work w;
+  if (cmd_work_open(cfg, dev, t, files, &w, ps)) return;
+  cmd_work_phases(t, &w, lock, end, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
+  cmd_work_close(&w);
 }
 
 /* ---- the baseline, once per (task version, device) */
@@ -997,20 +1033,25 @@ static int cmd_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device
 
 /* ---- the result */
 
-/* Matches the candidate's cases to the baseline's by name, each baseline case exactly
- * once (base[i] = the baseline's time of candidate case i). NULL, or the first
- * candidate case name that names no baseline case left: a report that names every case
- * after the slowest baseline case would otherwise raise the speedup without any work
- * (red team 2026-12-01). The counts are equal (cmd_score). */
-static const char *cmd_match_cases(const cmd_pass *ps, const cmd_base *b, double *base) {
+/* Matches cases c[0..nc) to b[0..nb) by name, each of b exactly once (base[i] = b's
+ * time of c[i]). NULL, or the first name of c that names no case of b left: a report
+ * that names every case after the slowest baseline case would otherwise raise the
+ * speedup without any work (red team 2026-12-01). The caller checks nc == nb. */
+static const char *cmd_match(const ka_cmd_case *c, int nc, const ka_cmd_case *b, int nb,
+                             double *base) {
   unsigned char used[CMD_MAX_CASES] = {0};
-  for (int i = 0; i < ps->ncases; i++) {
+  for (int i = 0; i < nc; i++) {
     int k = 0;
-    while (k < b->ncases && (used[k] || strcmp(b->cases[k].name, ps->cases[i].name))) k++;
-    if (k == b->ncases) return ps->cases[i].name;
-    used[k] = 1, base[i] = b->cases[k].ms;
+    while (k < nb && (used[k] || strcmp(b[k].name, c[i].name))) k++;
+    if (k == nb) return c[i].name;
+    used[k] = 1, base[i] = b[k].ms;
   }
   return NULL;
+}
+
+/* The candidate's cases against the baseline's (cmd_match). */
+static const char *cmd_match_cases(const cmd_pass *ps, const cmd_base *b, double *base) {
+  return cmd_match(ps->cases, ps->ncases, b->cases, b->ncases, base);
 }
 
 /* Fills res's cases from the candidate's pass against the executor's own cached
@@ -1078,6 +1119,216 @@ static int cmd_score(const ka_task *t, const cmd_pass *ps, const cmd_base *b, ka
   return msg[0] != 0;
 }
 
+/* ---- paired repeats (gpuexec --command-pairs N >= 2; docs/tasks.md "Paired repeats") */
+
+/* The per-case times of one side's performance runs: ms[k][i] is run k's time of the
+ * case ref->cases[i] (ref: the side's first report; the others are matched by name). */
+typedef struct cmd_series {
+  const cmd_pass *ref;
+  int n;
+  double ms[KA_CMD_PAIRS_MAX][CMD_MAX_CASES];
+} cmd_series;
+
+/* Adds sample's times to s, by the names of s->ref's cases (the first sample is s->ref
+ * itself). NULL, or why the sample's report does not match the first (in why). */
+static const char *cmd_series_add(cmd_series *s, const cmd_pass *sample, char *why, size_t whylen) {
+  if (s->n >= KA_CMD_PAIRS_MAX) return snprintf(why, whylen, "too many runs"), why;
+  if (sample->ncases != s->ref->ncases) {
+    snprintf(why, whylen, "its report has %d case%s, the first run's %d", sample->ncases,
+             sample->ncases == 1 ? "" : "s", s->ref->ncases);
+    return why;
+  }
+  const char *bad =
+      cmd_match(s->ref->cases, s->ref->ncases, sample->cases, sample->ncases, s->ms[s->n]);
+  if (bad) {
+    snprintf(why, whylen, "its report does not have the first run's case '%.120s' once", bad);
+    return why;
+  }
+  s->n++;
+  return NULL;
+}
+
+static int cmd_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The median of case i's times in s (the mean of the middle two for an even count), and
+ * the times in run order into the log line buf. */
+static double cmd_series_median(const cmd_series *s, int i, char *buf, size_t len) {
+  double v[KA_CMD_PAIRS_MAX];
+  size_t at = 0;
+  buf[0] = 0;
+  for (int k = 0; k < s->n; k++) {
+    v[k] = s->ms[k][i];
+    if (at < len) at += (size_t)snprintf(buf + at, len - at, "%s%.4g", k ? " " : "", v[k]);
+  }
+  qsort(v, (size_t)s->n, sizeof *v, cmd_cmp_double);
+  return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
+}
+
+/* One performance run in w (its reports cleared first) into a fresh pass *out (the
+ * caller frees it and its log; NULL when memory ran out). 0, or 1 with its verdict. */
+static int cmd_perf_run(const ka_task *t, cmd_work *w, ka_devlock *lock, double end,
+                        cmd_pass **out) {
+  cmd_pass *p = calloc(1, sizeof *p);
+  *out = p;
+  if (!p) return 1;
+  p->status = CMD_OK;
+  return cmd_work_phases(t, w, lock, end, KA_CMD_PERFORMANCE, KA_CMD_PERFORMANCE, p);
+}
+
+static void cmd_pass_free(cmd_pass *p) {
+  if (!p) return;
+  ka_sb_free(&p->log);
+  free(p);
+}
+
+enum { CMD_PAIRED_SCORED, CMD_PAIRED_VERDICT, CMD_PAIRED_FALLBACK };
+
+/* The medians of the pairs into cand's and bmed's cases, one log line per case. */
+static void cmd_paired_medians(const cmd_series *cs, const cmd_series *bs, cmd_pass *cand,
+                               cmd_base *bmed, ka_sb *log) {
+  memset(bmed, 0, sizeof *bmed);
+  bmed->ncases = bs->ref->ncases;
+  memcpy(bmed->cases, bs->ref->cases, sizeof bmed->cases);
+  char cl[KA_CMD_PAIRS_MAX * 16], bl[KA_CMD_PAIRS_MAX * 16];
+  for (int i = 0; i < cand->ncases; i++) {
+    cand->cases[i].ms = cmd_series_median(cs, i, cl, sizeof cl);
+    int k = 0;
+    while (k < bmed->ncases && strcmp(bmed->cases[k].name, cand->cases[i].name)) k++;
+    if (k == bmed->ncases) { /* cmd_score refuses it, naming the case */
+      ka_sb_printf(log,
+                   "[kernelarena] case %s: candidate ms %s (median %.4g), no such baseline case\n",
+                   cand->cases[i].name, cl, cand->cases[i].ms);
+      continue;
+    }
+    bmed->cases[k].ms = cmd_series_median(bs, k, bl, sizeof bl);
+    ka_sb_printf(
+        log, "[kernelarena] case %s: candidate ms %s (median %.4g), baseline ms %s (median %.4g)\n",
+        cand->cases[i].name, cl, cand->cases[i].ms, bl, bmed->cases[k].ms);
+  }
+}
+
+/* Times the baseline (a fresh workdir of the unchanged folder, compiled first) against
+ * the candidate (cw, whose pass wrote cand's first report) with cfg->command_pairs pairs
+ * of performance runs in ABBA order (C B, B C, C B, ...: a drift of the device or the
+ * machine over the pairs weighs on both sides alike), within a fresh budget of budget
+ * seconds. CMD_PAIRED_SCORED: each case's median into cand->cases and bmed;
+ * CMD_PAIRED_VERDICT: a run of the candidate failed, its verdict in cand;
+ * CMD_PAIRED_FALLBACK: a run of the baseline failed (or memory ran out), logged: the
+ * step is scored as without pairs, against the cached baseline (none of this is the
+ * candidate's verdict or an unscored step). */
+static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                      const ka_task *t, cmd_work *cw, cmd_pass *cand, ka_devlock *lock,
+                      double budget, ka_sb *log, cmd_base *bmed) {
+  int n = cfg->command_pairs < KA_CMD_PAIRS_MAX ? cfg->command_pairs : KA_CMD_PAIRS_MAX;
+  double end = ka_now_s() + budget;
+  cmd_series *cs = calloc(1, sizeof *cs), *bs = calloc(1, sizeof *bs);
+  cmd_pass *bp = calloc(1, sizeof *bp), *bref = NULL;
+  cmd_work bw = {.env = NULL};
+  int rc = CMD_PAIRED_FALLBACK;
+  char why[300];
+  if (!cs || !bs || !bp) {
+    ka_sb_puts(log, "[kernelarena] pairs: out of memory; scored against the cached baseline\n");
+    goto out;
+  }
+  ka_sb_printf(log,
+               "[kernelarena] pairs: %d pairs of performance runs, candidate and baseline "
+               "alternated (ABBA); each case's median is scored\n",
+               n);
+  cs->ref = cand;
+  cmd_series_add(cs, cand, why, sizeof why); /* the pass's own run: C of pair 1 */
+  bp->status = CMD_OK;
+  ka_sb_puts(log, "[kernelarena] pairs: the baseline's folder, compiled:\n");
+  int bad_compile = cmd_work_open(cfg, dev, t, NULL, &bw, bp) ||
+                    cmd_work_phases(t, &bw, lock, end, KA_CMD_COMPILE, KA_CMD_COMPILE, bp);
+  if (bp->log.s) ka_sb_puts(log, bp->log.s);
+  if (bad_compile) {
+    ka_sb_printf(log,
+                 "[kernelarena] pairs: the baseline's compile failed (%s); scored against "
+                 "the cached baseline\n",
+                 bp->message);
+    goto out;
+  }
+  for (int k = 0; k < n; k++) {
+    for (int j = 0; j < 2; j++) {
+      int base = k % 2 == 0 ? j == 1 : j == 0; /* even pairs C B, odd pairs B C */
+      if (!base && k == 0) continue;
+      ka_sb_printf(log, "[kernelarena] pair %d of %d, %s:\n", k + 1, n,
+                   base ? "baseline" : "candidate");
+      cmd_pass *sp;
+      int f = cmd_perf_run(t, base ? &bw : cw, lock, end, &sp);
+      if (!sp) {
+        ka_sb_puts(log, "[kernelarena] pairs: out of memory; scored against the cached baseline\n");
+        goto out;
+      }
+      if (sp->log.s) ka_sb_puts(log, sp->log.s);
+      if (base && !f && !bs->ref) bs->ref = bref = sp;
+      const char *bad = f ? sp->message : cmd_series_add(base ? bs : cs, sp, why, sizeof why);
+      if (bad && base) {
+        ka_sb_printf(log,
+                     "[kernelarena] pairs: the baseline's run %d failed (%s); scored against the "
+                     "cached baseline\n",
+                     k + 1, bad);
+      } else if (bad) { /* the candidate's code ran: its verdict, as in its pass */
+        cand->status = f ? sp->status : KERNELARENA__V1__STATUS__RUNTIME_ERROR;
+        snprintf(cand->message, sizeof cand->message, "pair %d of %d: %s", k + 1, n, bad);
+        rc = CMD_PAIRED_VERDICT;
+      }
+      if (sp != bref) cmd_pass_free(sp);
+      if (bad) goto out;
+    }
+  }
+  cmd_paired_medians(cs, bs, cand, bmed, log);
+  rc = CMD_PAIRED_SCORED;
+out:
+  cmd_work_close(&bw);
+  cmd_pass_free(bref);
+  cmd_pass_free(bp);
+  free(cs);
+  free(bs);
+  return rc;
+}
+
+/* The candidate's pass in its own workdir, and with cfg->command_pairs >= 2 the pairs
+ * (cmd_paired) in the same workdir; then its verdict or its score against the baseline
+ * b (the pairs' medians when they ran) into res. */
+static void cmd_candidate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                          const Kernelarena__V1__Job *job, const ka_task *t, ka_devlock *lock,
+                          double budget, const cmd_base *b, ka_sb *log,
+                          Kernelarena__V1__Result *res) {
+  cmd_pass *ps = calloc(1, sizeof *ps);
+  cmd_base *bmed = calloc(1, sizeof *bmed);
+  if (!ps || !bmed) {
+    res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
+    free(ps);
+    free(bmed);
+    return;
+  }
+  ps->status = CMD_OK;
+  cmd_work w;
+  int paired = CMD_PAIRED_FALLBACK;
+  if (!cmd_work_open(cfg, dev, t, job, &w, ps)) {
+    cmd_work_phases(t, &w, lock, ka_now_s() + budget, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
+    if (ps->log.s) ka_sb_puts(log, ps->log.s);
+    ka_sb_free(&ps->log);
+    if (ps->status == CMD_OK && cfg->command_pairs >= 2)
+      paired = cmd_paired(cfg, dev, t, &w, ps, lock, budget, log, bmed);
+    cmd_work_close(&w);
+  } else if (ps->log.s) {
+    ka_sb_puts(log, ps->log.s);
+  }
+  if (ps->status == CMD_OK) {
+    cmd_score(t, ps, paired == CMD_PAIRED_SCORED ? bmed : b, log, res);
+  } else {
+    res->status = ps->status;
+    res->message = strdup(ps->message);
+  }
+  cmd_pass_free(ps);
+  free(bmed);
+}
+
 void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                          const Kernelarena__V1__Job *job, const ka_task *t, ka_devlock *lock,
                          Kernelarena__V1__Result *res) {
@@ -1099,21 +1350,7 @@ void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Devic
     double budget = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
     cmd_base b;
     if (!cmd_baseline(cfg, dev, t, ka_now_s() + budget, lock, &b, &log, res)) {
-      cmd_pass *ps = calloc(1, sizeof *ps);
-      if (!ps) {
-        res->status = KERNELARENA__V1__STATUS__INFRA_ERROR;
-      } else {
-        cmd_run_pass(cfg, dev, t, job, ka_now_s() + budget, lock, ps);
-        if (ps->log.s) ka_sb_puts(&log, ps->log.s);
-        if (ps->status == CMD_OK) {
-          cmd_score(t, ps, &b, &log, res);
-        } else {
-          res->status = ps->status;
-          res->message = strdup(ps->message);
-        }
-        ka_sb_free(&ps->log);
-        free(ps);
-      }
+      cmd_candidate(cfg, dev, job, t, lock, budget, &b, &log, res);
     }
   }
   if (res->message && *res->message)

@@ -11,12 +11,18 @@
 #include "kernelarena.pb-c.h"
 #include "task.h"
 
+/* The most pairs of performance runs of gpuexec --command-pairs (ka_exec_config). */
+#define KA_CMD_PAIRS_MAX 16
+
 /* The integrity level of every command task's result (docs/integrity.md). */
 #define KA_INTEGRITY_TASK_HARNESS "task-harness"
 
 /* Evaluates job (a command task t, t->command set) on dev and fills *res, which the caller
  * initialised (job_id and device may already be set). The baseline's per-case times are
- * measured once per (task version, device) and kept in this process. Never fails: a fault
+ * measured once per (task version, device) and kept in this process; with
+ * cfg->command_pairs >= 2 the step is scored instead by the per-case medians of that many
+ * pairs of performance runs, the baseline's and the candidate's alternated (ABBA), and
+ * falls back to the kept times if a run of the baseline fails. Never fails: a fault
  * of the submission is its verdict (COMPILE_ERROR, INCORRECT, RUNTIME_ERROR, TIMEOUT,
  * FLAGGED), a fault of ours or of the task's own baseline is INFRA_ERROR. Thread safe. */
 void ka_command_evaluate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "command.h"
 #include "gpuexec.h"
 #include "sandbox.h"
 #include "triton.h"
@@ -557,6 +558,10 @@ static void gx_usage(FILE *f) {
       "  --command-path DIRS  command tasks: folders (colon-separated) before\n"
       "                   /usr/local/bin:/usr/bin:/bin on their commands' PATH, e.g. the bin\n"
       "                   of a venv with torch and triton (docs/tasks.md)\n"
+      "  --command-pairs N  command tasks: score each step by the per-case medians of N\n"
+      "                   pairs of performance runs, the baseline's and the candidate's\n"
+      "                   alternated (2 to %d; default 1: the candidate's one run against\n"
+      "                   the baseline's times measured once per task version)\n"
       "  --tls-ca PEM     for a tls+tcp:// --server: the CA that signed the server's\n"
       "                   certificate (required there)\n"
       "  --tls-cert PEM   this executor's certificate (the server admits executors\n"
@@ -566,7 +571,7 @@ static void gx_usage(FILE *f) {
       "                   the host of --server)\n"
       "  --verbose        log every job\n",
       GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
-      GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S);
+      GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S, KA_CMD_PAIRS_MAX);
 }
 
 int main(int argc, char **argv) {
@@ -586,6 +591,7 @@ int main(int argc, char **argv) {
                                        {"triton-python", required_argument, 0, 'T'},
                                        {"triton-cache", required_argument, 0, 'C'},
                                        {"command-path", required_argument, 0, 'X'},
+                                       {"command-pairs", required_argument, 0, 'Q'},
                                        {"tls-ca", required_argument, 0, 'a'},
                                        {"tls-cert", required_argument, 0, 'E'},
                                        {"tls-key", required_argument, 0, 'K'},
@@ -598,7 +604,7 @@ int main(int argc, char **argv) {
   double hb_interval = GX_HEARTBEAT_S;
   /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
-  int adaptive = GX_ADAPTIVE_REPS, ref_mb = GX_REF_CACHE_MB;
+  int adaptive = GX_ADAPTIVE_REPS, ref_mb = GX_REF_CACHE_MB, command_pairs = 1;
   if (ar_env && *ar_env) {
     char *end;
     long v = strtol(ar_env, &end, 10);
@@ -612,7 +618,7 @@ int main(int argc, char **argv) {
   int pool = 1, per_device = GX_JOBS_PER_DEVICE, per_device_given = 0, prefetch = 1;
   double call_limit = GX_CALL_LIMIT_S;
   int timed_budget_ms = GX_TIMED_BUDGET_MS;
-  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PFJ:L:T:C:B:X:", opts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "s:t:b:c:vhH:A:R:PFJ:L:T:C:B:X:Q:", opts, NULL)) != -1) {
     switch (c) {
       case 's':
         server = optarg;
@@ -661,6 +667,10 @@ int main(int argc, char **argv) {
         break;
       case 'X':
         command_path = optarg;
+        break;
+      case 'Q':
+        if (ka_opt_int("gpuexec", "command-pairs", optarg, 1, KA_CMD_PAIRS_MAX, &command_pairs))
+          return 2;
         break;
       case 'C':
         triton_cache = optarg;
@@ -716,6 +726,7 @@ int main(int argc, char **argv) {
   }
   ka_exec_config cfg = {.server_url = server,
                         .command_path = command_path,
+                        .command_pairs = command_pairs,
                         .no_prefetch = !prefetch,
                         .runner_path = runner,
                         .cache_dir = cache,

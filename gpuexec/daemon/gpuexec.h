@@ -44,6 +44,10 @@ typedef struct ka_exec_config {
   /* command tasks: folders put before the system's on their commands' PATH, e.g. a
    * venv's bin (gpuexec --command-path; command.c) */
   const char *command_path;
+  int command_pairs; /* command tasks: >= 2: the step is scored by the medians of this many
+                        pairs of performance runs, the baseline's and the candidate's
+                        alternated (gpuexec --command-pairs; command.c); <= 1: the
+                        candidate's one run against the baseline's kept times */
 
   int no_prefetch;           /* gpuexec --no-prefetch: its workers take no reference prefetches */
   double prefetch_max_age_s; /* a queued prefetch older than this is dropped (prefetch.c;

@@ -23,6 +23,8 @@
 #        BACKENDS    gpuexec --backends (default cuda; host to try the script on a CPU
 #                    machine with tests/fixtures/command/tasks/suite/demo)
 #        CANDS       the candidates' folder (default tests/candidates/command)
+#        GXARGS      more gpuexec flags, e.g. "--command-pairs 3" (docs/tasks.md, "Paired
+#                    repeats")
 # Writes under $OUT (default /tmp/ka-out): command_server.log, command_gpuexec.log,
 # command_rows.txt (a row per run as it ends), command_table.txt, and command_logs.tgz
 # (each episode's output, --verbose: logs/command_<task>_<run>.txt).
@@ -83,8 +85,10 @@ for t in $list; do cp -r "$SEED_TASKS/$t" "$W/tasks/seed/$t"; done
 
 "$B/envserver" --state "$W/state" --tasks "$W/tasks" --quiet >"$OUT/command_server.log" 2>&1 &
 SV=$!
+# shellcheck disable=SC2086
 "$B/gpuexec" --server "ipc://$W/state/exec.ipc" --tasks "$W/tasks" --backends "$BACKENDS" \
-  --jobs-per-device "$JOBS" --command-path "$PYBIN" --verbose >"$OUT/command_gpuexec.log" 2>&1 &
+  --jobs-per-device "$JOBS" --command-path "$PYBIN" --verbose ${GXARGS:-} \
+  >"$OUT/command_gpuexec.log" 2>&1 &
 GX=$!
 URL=ipc://$W/state/env.ipc
 i=0

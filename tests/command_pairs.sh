@@ -1,0 +1,90 @@
+#!/bin/sh
+# Paired repeats of command tasks (gpuexec --command-pairs N; docs/tasks.md "Paired
+# repeats") on the host backend, with the fixture task of tests/command_tasks.sh: the
+# step is scored by each case's median over N performance runs of the baseline and N of
+# the candidate, alternated; a candidate run that fails or changes its report's cases is
+# the candidate's verdict; a baseline run that fails falls back to the kept baseline
+# times (neither the candidate's verdict nor an unscored step).
+# usage: command_pairs.sh BIN_DIR SOURCE_DIR
+set -u
+BIN=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+FIX=$SRC/tests/fixtures/command
+CAND=$FIX/candidates
+. "$SRC/tests/lib.sh" # check, cleanup on EXIT/INT/TERM, ka_stack
+ka_init command_pairs
+
+cp -r "$FIX/tasks" "$WORK/tasks"
+rm -rf "$WORK/tasks/suite/demo/gpu_only"
+# a copy whose performance command fails from its second run in one folder on: its
+# baseline pass (one run) passes, its second baseline run of the pairs fails
+O=$WORK/tasks/suite/demo/sum_py_once
+cp -r "$WORK/tasks/suite/demo/sum_py" "$O"
+cat >"$O/scripts/bench_once.py" <<'EOP'
+import os
+import runpy
+import sys
+
+n = int(open(".bench_runs").read()) if os.path.exists(".bench_runs") else 0
+with open(".bench_runs", "w") as f:
+    f.write(str(n + 1))
+if n >= 1:
+    sys.exit("bench_once: only one run per folder")
+sys.argv[0] = "bench.py"
+runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
+EOP
+sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_once.py|' "$O/config.yaml"
+
+# a bad count is refused at start, naming the flag
+"$BIN/gpuexec" --command-pairs 0 --tasks "$WORK/tasks" >"$WORK/bad.out" 2>&1
+rc=$?
+check "gpuexec --command-pairs 0: exit 2, naming the flag (got $rc)" sh -c \
+  "[ $rc -eq 2 ] && grep -q 'command-pairs' '$WORK/bad.out'"
+
+ka_stack "$WORK/tasks" -- --command-pairs 3
+LIST="baseline drift flaky_perf rename_perf fast"
+AGENT="set -- $LIST; shift \$KA_STEP; f=\$1; case \$f in baseline) ;; *) cp $CAND/\$f.py kernel.py ;; esac"
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 5 \
+  --verbose --workspace "$WORK/ws" --agent "command:$AGENT" >"$WORK/episode.out" 2>&1
+rc=$?
+cat "$WORK/episode.out"
+check "the episode exits 0" [ "$rc" -eq 0 ]
+expect() { # expect FILE STEP WHAT STATUS REWARD
+  check "step $2 ($3): $4, reward $5" sh -c \
+    "grep '^step $2:' '$1' | grep 'status $4,' | grep -q 'reward $5'"
+}
+expect "$WORK/episode.out" 1 "the baseline against itself" OK 220.00
+expect "$WORK/episode.out" 2 "drift: 4x, 2x, 1x; the median 2x" OK 320.00
+expect "$WORK/episode.out" 3 "flaky_perf: fails in its second run" RUNTIME_ERROR 20.00
+expect "$WORK/episode.out" 4 "rename_perf: its second report has other cases" RUNTIME_ERROR 20.00
+expect "$WORK/episode.out" 5 "fast: 2x in every run" OK 320.00
+check "the pairs are announced on every scored step" \
+  awk '/pairs: 3 pairs of performance runs/ {n++} END {exit !(n == 5)}' "$WORK/episode.out"
+check "drift's case lines: its three times and their median" \
+  grep -q "case rows8_cols16: candidate ms 0.5 1 2 (median 1), baseline ms 2 2 2 (median 2)" "$WORK/episode.out"
+check "flaky_perf's verdict names the pair" grep -q "pair 2 of 3: the performance command" \
+  "$WORK/episode.out"
+check "rename_perf's verdict names the case its report lost" grep -q \
+  "pair 2 of 3: its report does not have the first run's case 'rows32_cols64' once" \
+  "$WORK/episode.out"
+# ABBA: pair 1 C B (C the pass's own run), pair 2 B C, pair 3 C B: for a step that
+# completes, 3 baseline runs and 2 more of the candidate, in that order (step 1's log
+# follows its "step 1:" line)
+order=$(awk '/^step 2:/ {exit} /pair [0-9] of 3, / {sub(":", "", $NF); printf "%s%s", s, $NF; s=" "}' \
+  "$WORK/episode.out")
+check "step 1's runs in ABBA order (got: $order)" \
+  [ "$order" = "baseline baseline candidate candidate baseline" ]
+
+# A baseline run of the pairs that fails: scored against the kept baseline times.
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_once --seed 3 \
+  --max-steps 1 --verbose --workspace "$WORK/ws-once" --agent "command:cp $CAND/fast.py kernel.py" \
+  >"$WORK/once.out" 2>&1
+cat "$WORK/once.out"
+expect "$WORK/once.out" 1 "a baseline run of the pairs fails: the kept baseline" OK 320.00
+check "... saying so" grep -q "the baseline's run 2 failed (the performance command .* exited with code 1); scored against the cached baseline" \
+  "$WORK/once.out"
+check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"
+left=$(ka_procs_in "$WORK/tmp")
+check "no process of a command is left behind" [ -z "$left" ]
+[ $fail -eq 0 ] && echo "command_pairs: all checks passed"
+exit $fail
