@@ -719,14 +719,33 @@ static int reg_add(ka_registry *r, ka_task *t) {
 /* A task folder skipped at load (skip_bad): the line on stderr and the record in r. */
 static int reg_skip(ka_registry *r, const char *dir, const char *id, const char *why) {
   fprintf(stderr, "kernelarena: skipping task %s: %s\n", dir, why);
-  return ka_registry_add_skip(r, id, why);
+  return ka_registry_add_skip(r, id, dir, why);
 }
 
-int ka_registry_add_skip(ka_registry *r, const char *id, const char *reason) {
+/* s with every occurrence of from replaced by to (malloc'd; NULL when memory ran out). */
+static char *reg_replace(const char *s, const char *from, const char *to) {
+  size_t fl = strlen(from), tl = strlen(to), n = 0;
+  for (const char *p = s; fl && (p = strstr(p, from)); p += fl) n++;
+  char *out = malloc(strlen(s) + n * tl + 1), *o = out;
+  if (!out) return NULL;
+  for (const char *p = s, *q; *p; p = q + fl) {
+    q = fl ? strstr(p, from) : NULL;
+    if (!q) {
+      strcpy(o, p);
+      return out;
+    }
+    memcpy(o, p, (size_t)(q - p)), o += q - p;
+    memcpy(o, to, tl), o += tl;
+  }
+  *o = 0;
+  return out;
+}
+
+int ka_registry_add_skip(ka_registry *r, const char *id, const char *dir, const char *reason) {
   ka_registry_skip *n = realloc(r->skipped, sizeof *n * (size_t)(r->nskipped + 1));
   if (!n) return KA_ENOMEM;
   r->skipped = n;
-  char *i = strdup(id), *w = strdup(reason);
+  char *i = strdup(id), *w = reg_replace(reason, dir ? dir : "", id);
   if (!i || !w) {
     free(i);
     free(w);

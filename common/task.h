@@ -209,10 +209,12 @@ const ka_task *ka_registry_find(const ka_registry *r, const char *id);
  * ka_registry_add_skip on the same r; safe with other readers. */
 const char *ka_registry_skipped(const ka_registry *r, const char *id);
 
-/* Records that the task folder of that id was skipped, and why (both copied into r).
- * For the loaders of ka_registry_load (common/task.c, common/task_command.c). Returns
- * KA_OK or KA_ENOMEM (r unchanged). */
-int ka_registry_add_skip(ka_registry *r, const char *id, const char *reason);
+/* Records that the task folder dir, of that id, was skipped, and why (copied into r,
+ * every occurrence of dir in reason replaced by id: the reason reaches clients in
+ * "unknown task" errors, which should not show the server's paths). For the loaders of
+ * ka_registry_load (common/task.c, common/task_command.c). Returns KA_OK or KA_ENOMEM
+ * (r unchanged). */
+int ka_registry_add_skip(ka_registry *r, const char *id, const char *dir, const char *reason);
 
 /* ---- launch plans (rtc mode) */
 

@@ -395,7 +395,7 @@ static int tc_scan(ka_registry *r, const char *rel, int depth, int skip_bad, cha
     }
     if (skip_bad) { /* recorded in r: a request for rel says why it is missing */
       fprintf(stderr, "kernelarena: skipping task %s: %s\n", dir, e2);
-      return ka_registry_add_skip(r, rel, e2);
+      return ka_registry_add_skip(r, rel, dir, e2);
     }
     return ka_seterr(err, errlen, rc, "%s", e2);
   }

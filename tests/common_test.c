@@ -356,6 +356,9 @@ static void test_task_fields(void) {
   /* ... and keeps why it skipped the bad one, under the bad folder's id */
   const char *why = ka_registry_skipped(r, "fam/bad");
   CHECK(r && r->nskipped == 1 && why && strstr(why, "outputs only"));
+  /* ... naming the folder by its id, not by its path (clients see the reason) */
+  CHECK(why && strstr(why, "fam/bad/task.yaml") && !strstr(why, root));
+  if (why && strstr(why, root)) fprintf(stderr, "skip reason with the path: %s\n", why);
   CHECK(ka_registry_skipped(r, "fam/good") == NULL && ka_registry_skipped(r, "fam/none") == NULL);
   CHECK(ka_registry_skipped(NULL, "fam/bad") == NULL && ka_registry_skipped(r, NULL) == NULL);
   ka_registry_free(r);
