@@ -35,6 +35,46 @@ runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__
 EOP
 sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_once.py|' "$O/config.yaml"
 
+# a copy whose performance command fails the third run of a folder whose kernel.py is
+# not marked CANDIDATE (the baseline's): the fallback after the candidate's third run
+T3=$WORK/tasks/suite/demo/sum_py_third
+cp -r "$WORK/tasks/suite/demo/sum_py" "$T3"
+cat >"$T3/scripts/bench_third.py" <<'EOP'
+import os
+import runpy
+import sys
+
+import common
+
+n = int(open(".bench_runs").read()) if os.path.exists(".bench_runs") else 0
+with open(".bench_runs", "w") as f:
+    f.write(str(n + 1))
+if n >= 2 and not getattr(common.load_kernel(), "CANDIDATE", False):
+    sys.exit("bench_third: the baseline's third run fails")
+sys.argv[0] = "bench.py"
+runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
+EOP
+sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_third.py|' "$T3/config.yaml"
+# a copy whose performance command sleeps 2 s / SPEED, with timeouts such that the pairs
+# together (3 x 2 s + 2 x 1 s for a 2x candidate) take longer than the task's timeout_s
+# (1.5 + 1.5 + 4 s) and each run far less than its 4 s: each run has its own deadline
+S=$WORK/tasks/suite/demo/sum_py_slow
+cp -r "$WORK/tasks/suite/demo/sum_py" "$S"
+cat >"$S/scripts/bench_slow.py" <<'EOP'
+import os
+import runpy
+import sys
+import time
+
+import common
+
+time.sleep(2.0 / float(getattr(common.load_kernel(), "SPEED", 1.0)))
+sys.argv[0] = "bench.py"
+runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
+EOP
+sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_slow.py|; s|^compile_timeout: .*|compile_timeout: 1.5|; s|^correctness_timeout: .*|correctness_timeout: 1.5|; s|^performance_timeout: .*|performance_timeout: 4|' \
+  "$S/config.yaml"
+
 # a bad count is refused at start, naming the flag
 "$BIN/gpuexec" --command-pairs 0 --tasks "$WORK/tasks" >"$WORK/bad.out" 2>&1
 rc=$?
@@ -83,6 +123,29 @@ cat "$WORK/once.out"
 expect "$WORK/once.out" 1 "a baseline run of the pairs fails: the kept baseline" OK 320.00
 check "... saying so" grep -q "the baseline's run 2 failed (the performance command .* exited with code 1); scored against the cached baseline" \
   "$WORK/once.out"
+check "... the baseline's folder ran its compile and correctness commands, as the candidate's" \
+  sh -c "sed -n '/the baseline.s folder, compiled and checked/,/pair 1 of 3/p' '$WORK/once.out' | grep -q 'correctness: \\$ python3 scripts/check.py'"
+
+# The baseline's third run fails, after the candidate's third (drift: 4x, 2x, 1x): the
+# fallback scores the median of the candidate's runs so far (2x), not its first (4x).
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_third --seed 3 \
+  --max-steps 1 --verbose --workspace "$WORK/ws-third" --agent "command:cp $CAND/drift.py kernel.py" \
+  >"$WORK/third.out" 2>&1
+cat "$WORK/third.out"
+expect "$WORK/third.out" 1 "the baseline's third run fails: the candidate's median so far, 2x" OK 320.00
+check "... saying so" grep -q "the baseline's run 3 failed (.*); scored against the cached baseline, with the median of the candidate's 3 runs so far" \
+  "$WORK/third.out"
+
+# Each run of the pairs has its own deadline: the pairs take longer than the task's
+# timeout_s in all, each run well within its performance_timeout.
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_slow --seed 3 \
+  --max-steps 1 --verbose --workspace "$WORK/ws-slow" --agent "command:cp $CAND/fast.py kernel.py" \
+  --timeout 120 >"$WORK/slow.out" 2>&1
+cat "$WORK/slow.out"
+expect "$WORK/slow.out" 1 "pairs longer than timeout_s, each run within its own 4 s" OK 320.00
+check "... every pair ran (no fallback)" sh -c \
+  "grep -q 'case rows8_cols16: candidate ms 1 1 1 (median 1), baseline ms 2 2 2 (median 2)' '$WORK/slow.out' && ! grep -q 'scored against the cached baseline' '$WORK/slow.out'"
+
 check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"
 left=$(ka_procs_in "$WORK/tmp")
 check "no process of a command is left behind" [ -z "$left" ]

@@ -5,10 +5,10 @@
  * - a holder that dies without releasing frees the lock;
  * - descriptions of one's own: two processes that reopened the files exclude each other,
  *   while one description shared by fork would not (the reason for ka_devlock_reopen);
- * - no lock (m -1): every call succeeds and holds nothing;
- * - a warm runner (argv[1]: the folder of ka-runner) opens its device without the lock:
- *   while another process holds it exclusive, the runner still gets past its pre-open
- *   and exits at its job's EOF. */
+ * - no lock (m -1): every call succeeds and holds nothing.
+ * (A warm runner's pre-open takes no lock at all, runner.c rn_preopen: there is nothing
+ * of it to test here; what it does beside timed calls is measured on the GPU,
+ * tests/device/churn_h200.sh.) */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,7 +24,6 @@
 #include "devlock.h"
 #include "ka_check.h"
 #include "ka_common.h"
-#include "runner.h"
 
 typedef struct shared {
   atomic_int sh, ex, violations, max_sh;
@@ -173,59 +171,7 @@ static void test_no_lock(void) {
   check(rc == KA_OK && l.held == KA_DEVLOCK_NONE, "no_lock_is_noop", "rc %d held %d", rc, l.held);
 }
 
-/* 1 if fd's description can be locked exclusive now (and releases it again). */
-static int can_lock_now(int fd) {
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return 0;
-  flock(fd, LOCK_UN);
-  return 1;
-}
-
-/* Starts ka-runner as a warm runner of the host "device", whose job then ends at once
- * (EOF, an empty job): the runner exits as soon as its pre-open is done. */
-static pid_t start_warm_runner(const char *bindir) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/ka-runner", bindir);
-  int sp[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(sp[1], 0);
-    int dn = open("/dev/null", O_WRONLY);
-    dup2(dn, 2);
-    char *argv[] = {path, NULL};
-    char *envp[] = {KA_RUNNER_PREOPEN_ENV "=host:0", NULL};
-    execve(path, argv, envp);
-    _exit(127);
-  }
-  close(sp[1]);
-  shutdown(sp[0], SHUT_WR); /* the job: empty */
-  close(sp[0]);
-  return pid;
-}
-
-/* A warm runner opens its device whatever the lock's state (runner.h
- * KA_RUNNER_PREOPEN_ENV): while another process holds it exclusive, the runner still gets
- * past its pre-open and exits at its empty job's EOF. */
-static void test_warm_runner_ignores_lock(const char *bindir, int m, int t) {
-  ka_devlock ex = open_lock(m, t);
-  if (ka_devlock_exclusive(&ex) != KA_OK) _exit(6);
-  pid_t pid = start_warm_runner(bindir);
-  double until = ka_now_s() + 10;
-  int st = 0;
-  pid_t r = 0;
-  while (pid > 0 && (r = waitpid(pid, &st, WNOHANG)) == 0 && ka_now_s() < until) nap_us(10 * 1000);
-  check(pid > 0 && r == pid && WIFEXITED(st) && WEXITSTATUS(st) != 127,
-        "warm_runner_opens_beside_an_exclusive_hold", "waitpid %d status %d", (int)r, st);
-  if (pid > 0 && r == 0) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
-  /* the hold was never touched: another description still cannot lock, until released */
-  ka_devlock other = open_lock(m, t);
-  check(!can_lock_now(other.m), "warm_runner_left_the_hold", "the exclusive hold was lost");
-  ka_devlock_release(&ex);
-  check(can_lock_now(other.m), "hold_released_after", "the lock is still held");
-  close(ex.m), close(ex.t), close(other.m), close(other.t);
-}
-
-int main(int argc, char **argv) {
+int main(void) {
   int m, t;
   char err[128];
   if (ka_devlock_create(&m, &t, err, sizeof err) != KA_OK) {
@@ -241,7 +187,6 @@ int main(int argc, char **argv) {
   test_dead_holder(m, t);
   test_own_descriptions(m, t);
   test_no_lock();
-  if (argc > 1) test_warm_runner_ignores_lock(argv[1], m, t);
   printf("%d passed, %d failed\n", ka_check_pass, ka_check_fail);
   return ka_check_fail ? 1 : 0;
 }

@@ -815,8 +815,9 @@ static int cmd_phase(cmd_ctx *x, int p, cmd_pass *ps) {
     }
     if (o.timed_out) {
       cmd_set(ps, KERNELARENA__V1__STATUS__TIMEOUT,
-              "the %s command `%s` did not finish within its deadline (%.0f s) and was killed",
-              cmd_phase_name[p], c->commands[p][i], to);
+              "the %s command `%s` did not finish within its deadline (%.3g s%s) and was killed",
+              cmd_phase_name[p], c->commands[p][i], to,
+              to < c->timeout_s[p] ? ": what was left of the evaluation's time" : "");
       return 1;
     }
     if (o.sandbox_failed) {
@@ -1167,14 +1168,21 @@ static double cmd_series_median(const cmd_series *s, int i, char *buf, size_t le
   return s->n % 2 ? v[s->n / 2] : (v[s->n / 2 - 1] + v[s->n / 2]) / 2;
 }
 
+/* The deadline of phase p run on its own: each of its commands its *_timeout (cmd_phase;
+ * the time spent waiting for the device lock moves it on, cmd_lock), so that no run of
+ * the pairs, the baseline's or the candidate's, eats into another's time. */
+static double cmd_phase_end(const ka_task *t, int p) {
+  return ka_now_s() + t->command->ncommands[p] * t->command->timeout_s[p];
+}
+
 /* One performance run in w (its reports cleared first) into a fresh pass *out (the
  * caller frees it and its log; NULL when memory ran out). 0, or 1 with its verdict. */
-static int cmd_perf_run(const ka_task *t, cmd_work *w, ka_devlock *lock, double end,
-                        cmd_pass **out) {
+static int cmd_perf_run(const ka_task *t, cmd_work *w, ka_devlock *lock, cmd_pass **out) {
   cmd_pass *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) return 1;
   p->status = CMD_OK;
+  double end = cmd_phase_end(t, KA_CMD_PERFORMANCE);
   return cmd_work_phases(t, w, lock, end, KA_CMD_PERFORMANCE, KA_CMD_PERFORMANCE, p);
 }
 
@@ -1186,52 +1194,93 @@ static void cmd_pass_free(cmd_pass *p) {
 
 enum { CMD_PAIRED_SCORED, CMD_PAIRED_VERDICT, CMD_PAIRED_FALLBACK };
 
-/* The medians of the pairs into cand's and bmed's cases, one log line per case. */
+/* The medians of the pairs into cand's and bmed's cases (bmed: bs->ref's cases, each its
+ * median), one log line per case of cand with its baseline case's times. */
 static void cmd_paired_medians(const cmd_series *cs, const cmd_series *bs, cmd_pass *cand,
                                cmd_base *bmed, ka_sb *log) {
   memset(bmed, 0, sizeof *bmed);
   bmed->ncases = bs->ref->ncases;
   memcpy(bmed->cases, bs->ref->cases, sizeof bmed->cases);
   char cl[KA_CMD_PAIRS_MAX * 16], bl[KA_CMD_PAIRS_MAX * 16];
+  for (int k = 0; k < bmed->ncases; k++)
+    bmed->cases[k].ms = cmd_series_median(bs, k, bl, sizeof bl);
+  unsigned char used[CMD_MAX_CASES] = {0};
   for (int i = 0; i < cand->ncases; i++) {
     cand->cases[i].ms = cmd_series_median(cs, i, cl, sizeof cl);
-    int k = 0;
-    while (k < bmed->ncases && strcmp(bmed->cases[k].name, cand->cases[i].name)) k++;
+    int k = 0; /* its baseline case, each once (as cmd_match) */
+    while (k < bmed->ncases && (used[k] || strcmp(bmed->cases[k].name, cand->cases[i].name))) k++;
     if (k == bmed->ncases) { /* cmd_score refuses it, naming the case */
       ka_sb_printf(log,
-                   "[kernelarena] case %s: candidate ms %s (median %.4g), no such baseline case\n",
+                   "[kernelarena] case %s: candidate ms %s (median %.4g), no baseline case of "
+                   "that name left\n",
                    cand->cases[i].name, cl, cand->cases[i].ms);
       continue;
     }
-    bmed->cases[k].ms = cmd_series_median(bs, k, bl, sizeof bl);
-    ka_sb_printf(
-        log, "[kernelarena] case %s: candidate ms %s (median %.4g), baseline ms %s (median %.4g)\n",
-        cand->cases[i].name, cl, cand->cases[i].ms, bl, bmed->cases[k].ms);
+    used[k] = 1;
+    cmd_series_median(bs, k, bl, sizeof bl);
+    ka_sb_printf(log,
+                 "[kernelarena] case %s: candidate ms %s (median %.4g), baseline ms %s (median "
+                 "%.4g)\n",
+                 cand->cases[i].name, cl, cand->cases[i].ms, bl, bmed->cases[k].ms);
   }
 }
 
-/* Times the baseline (a fresh workdir of the unchanged folder, compiled first) against
- * the candidate (cw, whose pass wrote cand's first report) with cfg->command_pairs pairs
- * of performance runs in ABBA order (C B, B C, C B, ...: a drift of the device or the
- * machine over the pairs weighs on both sides alike), within a fresh budget of budget
- * seconds. CMD_PAIRED_SCORED: each case's median into cand->cases and bmed;
+/* The fallback when a run of the baseline failed: cand's cases become the medians of its
+ * runs so far (so that making the baseline fail does not choose the candidate's luckiest
+ * run), to be scored against the kept baseline times. */
+static void cmd_paired_fallback(const cmd_series *cs, cmd_pass *cand, ka_sb *log,
+                                const char *what) {
+  char cl[KA_CMD_PAIRS_MAX * 16];
+  for (int i = 0; i < cand->ncases; i++)
+    cand->cases[i].ms = cmd_series_median(cs, i, cl, sizeof cl);
+  ka_sb_printf(log,
+               "[kernelarena] pairs: %s; scored against the cached baseline, with the median "
+               "of the candidate's %d run%s so far\n",
+               what, cs->n, cs->n == 1 ? "" : "s");
+}
+
+/* The baseline's folder for the pairs: a fresh copy of the unchanged folder, taken
+ * through its compile and correctness commands as the candidate's was (so that what
+ * those leave in a folder, a JIT cache say, both sides have). 0, or 1 (logged; w has
+ * nothing open when cmd_work_open failed, else the caller closes it). */
+static int cmd_paired_baseline(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                               const ka_task *t, ka_devlock *lock, cmd_work *w, ka_sb *log,
+                               char *why, size_t whylen) {
+  cmd_pass *bp = calloc(1, sizeof *bp);
+  if (!bp) return snprintf(why, whylen, "out of memory"), 1;
+  bp->status = CMD_OK;
+  ka_sb_puts(log, "[kernelarena] pairs: the baseline's folder, compiled and checked:\n");
+  int bad = cmd_work_open(cfg, dev, t, NULL, w, bp);
+  for (int p = KA_CMD_COMPILE; !bad && p <= KA_CMD_CORRECTNESS; p++)
+    bad = cmd_work_phases(t, w, lock, cmd_phase_end(t, p), p, p, bp);
+  if (bp->log.s) ka_sb_puts(log, bp->log.s);
+  if (bad) snprintf(why, whylen, "the baseline's folder failed (%s)", bp->message);
+  cmd_pass_free(bp);
+  return bad;
+}
+
+/* Times the baseline (cmd_paired_baseline) against the candidate (cw, whose pass wrote
+ * cand's first report) with cfg->command_pairs pairs of performance runs in ABBA order
+ * (C B, B C, C B, ...: a drift of the device or the machine over the pairs weighs on
+ * both sides alike), each run with its own deadline (cmd_phase_end).
+ * CMD_PAIRED_SCORED: each case's median into cand->cases and bmed;
  * CMD_PAIRED_VERDICT: a run of the candidate failed, its verdict in cand;
- * CMD_PAIRED_FALLBACK: a run of the baseline failed (or memory ran out), logged: the
- * step is scored as without pairs, against the cached baseline (none of this is the
- * candidate's verdict or an unscored step). */
+ * CMD_PAIRED_FALLBACK: the baseline's folder or one of its runs failed (or memory ran
+ * out), logged: cand->cases hold the candidate's medians so far, to be scored against
+ * the kept baseline times (none of this is the candidate's verdict or an unscored step). */
 static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                      const ka_task *t, cmd_work *cw, cmd_pass *cand, ka_devlock *lock,
-                      double budget, ka_sb *log, cmd_base *bmed) {
+                      const ka_task *t, cmd_work *cw, cmd_pass *cand, ka_devlock *lock, ka_sb *log,
+                      cmd_base *bmed) {
   int n = cfg->command_pairs < KA_CMD_PAIRS_MAX ? cfg->command_pairs : KA_CMD_PAIRS_MAX;
-  double end = ka_now_s() + budget;
   cmd_series *cs = calloc(1, sizeof *cs), *bs = calloc(1, sizeof *bs);
-  cmd_pass *bp = calloc(1, sizeof *bp), *bref = NULL;
+  cmd_pass *bref = NULL;
   cmd_work bw = {.env = NULL};
-  int rc = CMD_PAIRED_FALLBACK;
-  char why[300];
-  if (!cs || !bs || !bp) {
-    ka_sb_puts(log, "[kernelarena] pairs: out of memory; scored against the cached baseline\n");
-    goto out;
+  char why[300], what[400] = "out of memory";
+  if (!cs || !bs) {
+    ka_sb_printf(log, "[kernelarena] pairs: %s; scored against the cached baseline\n", what);
+    free(cs);
+    free(bs);
+    return CMD_PAIRED_FALLBACK;
   }
   ka_sb_printf(log,
                "[kernelarena] pairs: %d pairs of performance runs, candidate and baseline "
@@ -1239,18 +1288,8 @@ static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *
                n);
   cs->ref = cand;
   cmd_series_add(cs, cand, why, sizeof why); /* the pass's own run: C of pair 1 */
-  bp->status = CMD_OK;
-  ka_sb_puts(log, "[kernelarena] pairs: the baseline's folder, compiled:\n");
-  int bad_compile = cmd_work_open(cfg, dev, t, NULL, &bw, bp) ||
-                    cmd_work_phases(t, &bw, lock, end, KA_CMD_COMPILE, KA_CMD_COMPILE, bp);
-  if (bp->log.s) ka_sb_puts(log, bp->log.s);
-  if (bad_compile) {
-    ka_sb_printf(log,
-                 "[kernelarena] pairs: the baseline's compile failed (%s); scored against "
-                 "the cached baseline\n",
-                 bp->message);
-    goto out;
-  }
+  int rc = CMD_PAIRED_FALLBACK;
+  if (cmd_paired_baseline(cfg, dev, t, lock, &bw, log, what, sizeof what)) goto out;
   for (int k = 0; k < n; k++) {
     for (int j = 0; j < 2; j++) {
       int base = k % 2 == 0 ? j == 1 : j == 0; /* even pairs C B, odd pairs B C */
@@ -1258,19 +1297,13 @@ static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *
       ka_sb_printf(log, "[kernelarena] pair %d of %d, %s:\n", k + 1, n,
                    base ? "baseline" : "candidate");
       cmd_pass *sp;
-      int f = cmd_perf_run(t, base ? &bw : cw, lock, end, &sp);
-      if (!sp) {
-        ka_sb_puts(log, "[kernelarena] pairs: out of memory; scored against the cached baseline\n");
-        goto out;
-      }
+      int f = cmd_perf_run(t, base ? &bw : cw, lock, &sp);
+      if (!sp) goto out; /* what: out of memory */
       if (sp->log.s) ka_sb_puts(log, sp->log.s);
       if (base && !f && !bs->ref) bs->ref = bref = sp;
       const char *bad = f ? sp->message : cmd_series_add(base ? bs : cs, sp, why, sizeof why);
       if (bad && base) {
-        ka_sb_printf(log,
-                     "[kernelarena] pairs: the baseline's run %d failed (%s); scored against the "
-                     "cached baseline\n",
-                     k + 1, bad);
+        snprintf(what, sizeof what, "the baseline's run %d failed (%s)", k + 1, bad);
       } else if (bad) { /* the candidate's code ran: its verdict, as in its pass */
         cand->status = f ? sp->status : KERNELARENA__V1__STATUS__RUNTIME_ERROR;
         snprintf(cand->message, sizeof cand->message, "pair %d of %d: %s", k + 1, n, bad);
@@ -1283,17 +1316,24 @@ static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *
   cmd_paired_medians(cs, bs, cand, bmed, log);
   rc = CMD_PAIRED_SCORED;
 out:
+  if (rc == CMD_PAIRED_FALLBACK) cmd_paired_fallback(cs, cand, log, what);
   cmd_work_close(&bw);
   cmd_pass_free(bref);
-  cmd_pass_free(bp);
   free(cs);
   free(bs);
   return rc;
 }
 
+/* 1 when the candidate's pass can be scored against b at all (its cases are b's, each
+ * once, by name): only then are the pairs worth their runs (cmd_score says why not). */
+static int cmd_scorable(const cmd_pass *ps, const cmd_base *b) {
+  double base_of[CMD_MAX_CASES];
+  return ps->ncases == b->ncases && !cmd_match_cases(ps, b, base_of);
+}
+
 /* The candidate's pass in its own workdir, and with cfg->command_pairs >= 2 the pairs
- * (cmd_paired) in the same workdir; then its verdict or its score against the baseline
- * b (the pairs' medians when they ran) into res. */
+ * (cmd_paired) in the same workdir; then its verdict or its score into res: against the
+ * pairs' baseline medians when they ran, else against the kept baseline b. */
 static void cmd_candidate(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                           const Kernelarena__V1__Job *job, const ka_task *t, ka_devlock *lock,
                           double budget, const cmd_base *b, ka_sb *log,
@@ -1313,8 +1353,8 @@ static void cmd_candidate(const ka_exec_config *cfg, const Kernelarena__V1__Devi
     cmd_work_phases(t, &w, lock, ka_now_s() + budget, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
     if (ps->log.s) ka_sb_puts(log, ps->log.s);
     ka_sb_free(&ps->log);
-    if (ps->status == CMD_OK && cfg->command_pairs >= 2)
-      paired = cmd_paired(cfg, dev, t, &w, ps, lock, budget, log, bmed);
+    if (ps->status == CMD_OK && cfg->command_pairs >= 2 && cmd_scorable(ps, b))
+      paired = cmd_paired(cfg, dev, t, &w, ps, lock, log, bmed);
     cmd_work_close(&w);
   } else if (ps->log.s) {
     ka_sb_puts(log, ps->log.s);
