@@ -146,6 +146,31 @@ expect "$WORK/slow.out" 1 "pairs longer than timeout_s, each run within its own 
 check "... every pair ran (no fallback)" sh -c \
   "grep -q 'case rows8_cols16: candidate ms 1 1 1 (median 1), baseline ms 2 2 2 (median 2)' '$WORK/slow.out' && ! grep -q 'scored against the cached baseline' '$WORK/slow.out'"
 
+# ... but the candidate's own runs share one budget, its pass's (the task's timeout_s):
+# one that stalls in its later runs is cut where that budget ends (TIMEOUT, its verdict),
+# so a step of a stalling candidate takes no longer than without pairs.
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py_slow --seed 3 \
+  --max-steps 1 --verbose --workspace "$WORK/ws-stall" --agent "command:cp $CAND/stall_perf.py kernel.py" \
+  --timeout 120 >"$WORK/stall.out" 2>&1
+cat "$WORK/stall.out"
+expect "$WORK/stall.out" 1 "stall_perf: its third run past its own budget" TIMEOUT 20.00
+check "... cut at what was left of its budget, in pair 3" grep -q \
+  "pair 3 of 3: the performance command .* within its deadline (.* s: what was left of the evaluation's time)" \
+  "$WORK/stall.out"
+
+# System V IPC made by a command ends with it (its own IPC namespace, or the calls
+# refused): nothing of it reaches the baseline's runs or a later step.
+KEY=$((20000 + $$ % 10000))
+ka_run "$BIN/envctl" episode --server "$URL" --task suite/demo/sum_py --seed 3 --max-steps 1 \
+  --verbose --workspace "$WORK/ws-sysv" \
+  --agent "command:sed 's/^KEY = 19265/KEY = $KEY/' $CAND/sysv_keep.py >kernel.py" \
+  >"$WORK/sysv.out" 2>&1
+cat "$WORK/sysv.out"
+expect "$WORK/sysv.out" 1 "sysv_keep: System V objects in every command" OK 220.00
+check "... its commands ran its code" grep -q "sysv_keep: shmget" "$WORK/sysv.out"
+check "... and no segment or semaphore set of its key outlived them" sh -c \
+  "! awk -v k=$KEY '\$1 == k' /proc/sysvipc/shm /proc/sysvipc/sem | grep -q ."
+
 check "no evaluation folder is left behind" sh -c "[ -z \"\$(find '$WORK/tmp' -name 'ka-cmd-*')\" ]"
 left=$(ka_procs_in "$WORK/tmp")
 check "no process of a command is left behind" [ -z "$left" ]

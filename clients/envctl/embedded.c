@@ -194,50 +194,31 @@ static int ec_exited(ec_embedded *emb, int i, int st, char *err, size_t errlen) 
                    emb->tails ? " and wrote nothing on stderr" : " (its output is above)");
 }
 
-int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errlen) {
-  memset(emb, 0, sizeof *emb);
-  char exe[PATH_MAX];
-  if (ka_exe_dir(exe, sizeof exe)) return ka_seterr(err, errlen, KA_ESYS, "no exe dir");
-  const char *tmp = getenv("TMPDIR");
-  snprintf(emb->state, sizeof emb->state, "%s/kernelarena-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(emb->state)) return ka_seterr(err, errlen, KA_ESYS, "mkdtemp: %s", strerror(errno));
-  char srv[PATH_MAX + 16], gx[PATH_MAX + 16], exec_url[320];
-  snprintf(srv, sizeof srv, "%s/envserver", exe);
-  snprintf(gx, sizeof gx, "%s/gpuexec", exe);
-  snprintf(emb->url, sizeof emb->url, "ipc://%s/env.ipc", emb->state);
-  snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", emb->state);
-  /* an admin token for held-out scoring (docs/agents.md): 24 random bytes as hex, in the
-   * private (0700) state folder, mode 0600; envctl reads it back, agents never see it */
-  char tok_path[300], tok[49] = "";
+/* An admin token for held-out scoring (docs/agents.md): 24 random bytes as hex into
+ * tok (49 bytes), written to tok_path (in the private 0700 state folder) with mode 0600;
+ * envctl reads it back, agents never see it. tok stays "" when /dev/urandom fails. */
+static void ec_admin_token(const char *tok_path, char tok[49]) {
   unsigned char rnd[24];
-  snprintf(tok_path, sizeof tok_path, "%s/admin.token", emb->state);
+  tok[0] = 0;
   FILE *rf = fopen("/dev/urandom", "rb");
   if (rf && fread(rnd, 1, sizeof rnd, rf) == sizeof rnd) {
     for (size_t i = 0; i < sizeof rnd; i++) snprintf(tok + 2 * i, 3, "%02x", rnd[i]);
     if (ka_write_file(tok_path, tok, strlen(tok)) == KA_OK) chmod(tok_path, 0600);
   }
   if (rf) fclose(rf);
-  char *sargv[] = {
-      srv,        "--listen",    emb->url,         "--exec-listen",
-      exec_url,   "--tasks",     (char *)o->tasks, "--state",
-      emb->state, "--max-steps", "1000",           tok[0] ? "--admin-token-file" : NULL,
-      tok_path,   NULL};
+}
+
+/* Starts envserver (sargv) and gpuexec (gargv), their stderr into emb->tails unless
+ * verbose. KA_OK, or an error with everything stopped again. */
+static int ec_spawn_both(ec_embedded *emb, char *const sargv[], char *const gargv[], int verbose,
+                         char *err, size_t errlen) {
   int wfd[2] = {-1, -1};
-  if (!o->verbose && !(emb->tails = ec_tails_new(wfd))) {
+  if (!verbose && !(emb->tails = ec_tails_new(wfd))) {
     ka_rmtree(emb->state);
     return ka_seterr(err, errlen, KA_ESYS, "cannot make a pipe for the servers' stderr");
   }
   emb->server_pid = ec_spawn(sargv, wfd[0]);
   ec_groups[0] = emb->server_pid;
-  char *gargv[] = {gx,
-                   "--server",
-                   exec_url,
-                   "--tasks",
-                   (char *)o->tasks,
-                   "--backends",
-                   (char *)(o->backends ? o->backends : "auto"),
-                   o->verbose ? "--verbose" : NULL,
-                   NULL};
   emb->exec_pid = ec_spawn(gargv, wfd[1]);
   ec_groups[1] = emb->exec_pid;
   for (int i = 0; i < 2; i++)
@@ -253,55 +234,89 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
     }
     emb->tails->started = 1;
   }
-  /* wait for an executor to register */
+  return KA_OK;
+}
+
+/* 1 when the server at c answers Health with an executor registered. */
+static int ec_executor_ready(ka_client *c) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
+  req.health = &h;
+  Kernelarena__V1__Response *r;
+  char e2[256];
+  if (ka_client_call(c, &req, 1000, &r, e2, sizeof e2) != KA_OK) return 0;
+  int ready = r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 0;
+  ka_client_free_response(r);
+  return ready;
+}
+
+/* Waits up to 60 s for an executor to register with the started server: KA_OK, or the
+ * error (a child that exited quoted, ec_exited; a timeout with gpuexec's last line). */
+static int ec_wait_ready(ec_embedded *emb, ka_client *c, char *err, size_t errlen) {
+  double deadline = ka_now_s() + 60;
+  while (ka_now_s() < deadline) {
+    int st;
+    if (waitpid(emb->server_pid, &st, WNOHANG) == emb->server_pid) {
+      emb->server_pid = 0;
+      return ec_exited(emb, 0, st, err, errlen);
+    }
+    if (waitpid(emb->exec_pid, &st, WNOHANG) == emb->exec_pid) {
+      emb->exec_pid = 0;
+      return ec_exited(emb, 1, st, err, errlen);
+    }
+    if (ec_executor_ready(c)) return KA_OK;
+    usleep(100000);
+  }
+  char line[400];
+  ec_tails_line(emb->tails, 1, line, sizeof line);
+  if (line[0])
+    return ka_seterr(err, errlen, KA_ETIMEDOUT,
+                     "no executor registered within 60 s; gpuexec's last line: %s (run with "
+                     "--verbose for its whole output)",
+                     line);
+  return ka_seterr(err, errlen, KA_ETIMEDOUT,
+                   "no executor registered within 60 s (run with --verbose)");
+}
+
+int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errlen) {
+  memset(emb, 0, sizeof *emb);
+  char exe[PATH_MAX];
+  if (ka_exe_dir(exe, sizeof exe)) return ka_seterr(err, errlen, KA_ESYS, "no exe dir");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(emb->state, sizeof emb->state, "%s/kernelarena-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(emb->state)) return ka_seterr(err, errlen, KA_ESYS, "mkdtemp: %s", strerror(errno));
+  char srv[PATH_MAX + 16], gx[PATH_MAX + 16], exec_url[320];
+  snprintf(srv, sizeof srv, "%s/envserver", exe);
+  snprintf(gx, sizeof gx, "%s/gpuexec", exe);
+  snprintf(emb->url, sizeof emb->url, "ipc://%s/env.ipc", emb->state);
+  snprintf(exec_url, sizeof exec_url, "ipc://%s/exec.ipc", emb->state);
+  char tok_path[300], tok[49];
+  snprintf(tok_path, sizeof tok_path, "%s/admin.token", emb->state);
+  ec_admin_token(tok_path, tok);
+  char *sargv[] = {
+      srv,        "--listen",    emb->url,         "--exec-listen",
+      exec_url,   "--tasks",     (char *)o->tasks, "--state",
+      emb->state, "--max-steps", "1000",           tok[0] ? "--admin-token-file" : NULL,
+      tok_path,   NULL};
+  char *gargv[] = {gx,
+                   "--server",
+                   exec_url,
+                   "--tasks",
+                   (char *)o->tasks,
+                   "--backends",
+                   (char *)(o->backends ? o->backends : "auto"),
+                   o->verbose ? "--verbose" : NULL,
+                   NULL};
+  int rc = ec_spawn_both(emb, sargv, gargv, o->verbose, err, errlen);
+  if (rc) return rc;
   ka_client *c;
   if (ka_client_open(emb->url, &c, err, errlen)) {
     ec_embedded_stop(emb, 0);
     return KA_EUNAVAIL;
   }
-  double deadline = ka_now_s() + 60;
-  int rc = KA_ETIMEDOUT;
-  while (ka_now_s() < deadline) {
-    int st;
-    if (waitpid(emb->server_pid, &st, WNOHANG) == emb->server_pid) {
-      emb->server_pid = 0;
-      rc = ec_exited(emb, 0, st, err, errlen);
-      break;
-    }
-    if (waitpid(emb->exec_pid, &st, WNOHANG) == emb->exec_pid) {
-      emb->exec_pid = 0;
-      rc = ec_exited(emb, 1, st, err, errlen);
-      break;
-    }
-    Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-    Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
-    req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
-    req.health = &h;
-    Kernelarena__V1__Response *r;
-    char e2[256];
-    if (ka_client_call(c, &req, 1000, &r, e2, sizeof e2) == KA_OK) {
-      int ready =
-          r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 0;
-      ka_client_free_response(r);
-      if (ready) {
-        rc = KA_OK;
-        break;
-      }
-    }
-    usleep(100000);
-  }
+  rc = ec_wait_ready(emb, c, err, errlen);
   ka_client_close(c);
-  if (rc == KA_ETIMEDOUT) {
-    char line[400];
-    ec_tails_line(emb->tails, 1, line, sizeof line);
-    if (line[0])
-      ka_seterr(err, errlen, rc,
-                "no executor registered within 60 s; gpuexec's last line: %s (run with "
-                "--verbose for its whole output)",
-                line);
-    else
-      ka_seterr(err, errlen, rc, "no executor registered within 60 s (run with --verbose)");
-  }
   if (rc) ec_embedded_stop(emb, 0);
   return rc;
 }

@@ -941,18 +941,22 @@ static void cmd_work_close(cmd_work *w) {
 }
 
 /* Runs phases first..last (KA_CMD_COMPILE..KA_CMD_PERFORMANCE) in w until the deadline
- * end, each after clearing the reports (a phase's reports are its own commands'), then
- * checks their reports; with the performance phase, its cases go into ps->cases. 0 if
- * all passed, else 1 with the verdict in ps. */
-static int cmd_work_phases(const ka_task *t, cmd_work *w, ka_devlock *lock, double end, int first,
+ * *end, each after clearing the reports (a phase's reports are its own commands'), then
+ * checks their reports; with the performance phase, its cases go into ps->cases. *end
+ * comes back moved on by the time spent waiting for the device lock (cmd_lock), so that
+ * runs that share one budget keep that credit. 0 if all passed, else 1 with the verdict
+ * in ps. */
+static int cmd_work_phases(const ka_task *t, cmd_work *w, ka_devlock *lock, double *end, int first,
                            int last, cmd_pass *ps) {
-  cmd_ctx x = {t, w->env, lock, end};
-  for (int p = first; p <= last; p++) {
+  cmd_ctx x = {t, w->env, lock, *end};
+  int rc = 0;
+  for (int p = first; p <= last && !rc; p++) {
     cmd_clear_reports(w->dir);
-    if (cmd_phase(&x, p, ps)) return 1;
-    if (p != KA_CMD_PERFORMANCE && cmd_check_status_report(w->dir, p, ps)) return 1;
+    rc =
+        cmd_phase(&x, p, ps) || (p != KA_CMD_PERFORMANCE && cmd_check_status_report(w->dir, p, ps));
   }
-  return last == KA_CMD_PERFORMANCE ? cmd_check_perf(w->dir, ps) : 0;
+  *end = x.end;
+  return rc ? 1 : last == KA_CMD_PERFORMANCE ? cmd_check_perf(w->dir, ps) : 0;
 }
 
 /* One pass in a fresh workdir: the folder, the job's files (NULL: the baseline's), the
@@ -963,7 +967,7 @@ static void cmd_run_pass(const ka_exec_config *cfg, const Kernelarena__V1__Devic
   ps->status = CMD_OK;
   cmd_work w;
   if (cmd_work_open(cfg, dev, t, files, &w, ps)) return;
-  cmd_work_phases(t, &w, lock, end, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
+  cmd_work_phases(t, &w, lock, &end, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
   cmd_work_close(&w);
 }
 
@@ -1170,20 +1174,22 @@ static double cmd_series_median(const cmd_series *s, int i, char *buf, size_t le
 
 /* The deadline of phase p run on its own: each of its commands its *_timeout (cmd_phase;
  * the time spent waiting for the device lock moves it on, cmd_lock), so that no run of
- * the pairs, the baseline's or the candidate's, eats into another's time. */
+ * the candidate's eats into a run of the baseline's. */
 static double cmd_phase_end(const ka_task *t, int p) {
   return ka_now_s() + t->command->ncommands[p] * t->command->timeout_s[p];
 }
 
 /* One performance run in w (its reports cleared first) into a fresh pass *out (the
- * caller frees it and its log; NULL when memory ran out). 0, or 1 with its verdict. */
-static int cmd_perf_run(const ka_task *t, cmd_work *w, ka_devlock *lock, cmd_pass **out) {
+ * caller frees it and its log; NULL when memory ran out), until *end (NULL: a deadline
+ * of its own, cmd_phase_end). 0, or 1 with its verdict. */
+static int cmd_perf_run(const ka_task *t, cmd_work *w, ka_devlock *lock, double *end,
+                        cmd_pass **out) {
   cmd_pass *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) return 1;
   p->status = CMD_OK;
-  double end = cmd_phase_end(t, KA_CMD_PERFORMANCE);
-  return cmd_work_phases(t, w, lock, end, KA_CMD_PERFORMANCE, KA_CMD_PERFORMANCE, p);
+  double own = cmd_phase_end(t, KA_CMD_PERFORMANCE);
+  return cmd_work_phases(t, w, lock, end ? end : &own, KA_CMD_PERFORMANCE, KA_CMD_PERFORMANCE, p);
 }
 
 static void cmd_pass_free(cmd_pass *p) {
@@ -1251,8 +1257,10 @@ static int cmd_paired_baseline(const ka_exec_config *cfg, const Kernelarena__V1_
   bp->status = CMD_OK;
   ka_sb_puts(log, "[kernelarena] pairs: the baseline's folder, compiled and checked:\n");
   int bad = cmd_work_open(cfg, dev, t, NULL, w, bp);
-  for (int p = KA_CMD_COMPILE; !bad && p <= KA_CMD_CORRECTNESS; p++)
-    bad = cmd_work_phases(t, w, lock, cmd_phase_end(t, p), p, p, bp);
+  for (int p = KA_CMD_COMPILE; !bad && p <= KA_CMD_CORRECTNESS; p++) {
+    double end = cmd_phase_end(t, p);
+    bad = cmd_work_phases(t, w, lock, &end, p, p, bp);
+  }
   if (bp->log.s) ka_sb_puts(log, bp->log.s);
   if (bad) snprintf(why, whylen, "the baseline's folder failed (%s)", bp->message);
   cmd_pass_free(bp);
@@ -1262,15 +1270,19 @@ static int cmd_paired_baseline(const ka_exec_config *cfg, const Kernelarena__V1_
 /* Times the baseline (cmd_paired_baseline) against the candidate (cw, whose pass wrote
  * cand's first report) with cfg->command_pairs pairs of performance runs in ABBA order
  * (C B, B C, C B, ...: a drift of the device or the machine over the pairs weighs on
- * both sides alike), each run with its own deadline (cmd_phase_end).
+ * both sides alike). The candidate's runs go on within what is left of its pass's
+ * budget (*cand_end), so that its commands in all take no longer than without pairs (a
+ * candidate that stalls cannot push the step past a client's deadline: red team
+ * 2026-12-02); each baseline run has a deadline of its own (cmd_phase_end), which no
+ * candidate run can eat into.
  * CMD_PAIRED_SCORED: each case's median into cand->cases and bmed;
  * CMD_PAIRED_VERDICT: a run of the candidate failed, its verdict in cand;
  * CMD_PAIRED_FALLBACK: the baseline's folder or one of its runs failed (or memory ran
  * out), logged: cand->cases hold the candidate's medians so far, to be scored against
  * the kept baseline times (none of this is the candidate's verdict or an unscored step). */
 static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
-                      const ka_task *t, cmd_work *cw, cmd_pass *cand, ka_devlock *lock, ka_sb *log,
-                      cmd_base *bmed) {
+                      const ka_task *t, cmd_work *cw, cmd_pass *cand, double *cand_end,
+                      ka_devlock *lock, ka_sb *log, cmd_base *bmed) {
   int n = cfg->command_pairs < KA_CMD_PAIRS_MAX ? cfg->command_pairs : KA_CMD_PAIRS_MAX;
   cmd_series *cs = calloc(1, sizeof *cs), *bs = calloc(1, sizeof *bs);
   cmd_pass *bref = NULL;
@@ -1289,7 +1301,10 @@ static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *
   cs->ref = cand;
   cmd_series_add(cs, cand, why, sizeof why); /* the pass's own run: C of pair 1 */
   int rc = CMD_PAIRED_FALLBACK;
-  if (cmd_paired_baseline(cfg, dev, t, lock, &bw, log, what, sizeof what)) goto out;
+  double t0 = ka_now_s();
+  int bad_folder = cmd_paired_baseline(cfg, dev, t, lock, &bw, log, what, sizeof what);
+  *cand_end += ka_now_s() - t0;
+  if (bad_folder) goto out;
   for (int k = 0; k < n; k++) {
     for (int j = 0; j < 2; j++) {
       int base = k % 2 == 0 ? j == 1 : j == 0; /* even pairs C B, odd pairs B C */
@@ -1297,8 +1312,10 @@ static int cmd_paired(const ka_exec_config *cfg, const Kernelarena__V1__Device *
       ka_sb_printf(log, "[kernelarena] pair %d of %d, %s:\n", k + 1, n,
                    base ? "baseline" : "candidate");
       cmd_pass *sp;
-      int f = cmd_perf_run(t, base ? &bw : cw, lock, &sp);
-      if (!sp) goto out; /* what: out of memory */
+      double r0 = ka_now_s();
+      int f = cmd_perf_run(t, base ? &bw : cw, lock, base ? NULL : cand_end, &sp);
+      if (base) *cand_end += ka_now_s() - r0; /* the baseline's time is not the candidate's */
+      if (!sp) goto out;                      /* what: out of memory */
       if (sp->log.s) ka_sb_puts(log, sp->log.s);
       if (base && !f && !bs->ref) bs->ref = bref = sp;
       const char *bad = f ? sp->message : cmd_series_add(base ? bs : cs, sp, why, sizeof why);
@@ -1350,11 +1367,12 @@ static void cmd_candidate(const ka_exec_config *cfg, const Kernelarena__V1__Devi
   cmd_work w;
   int paired = CMD_PAIRED_FALLBACK;
   if (!cmd_work_open(cfg, dev, t, job, &w, ps)) {
-    cmd_work_phases(t, &w, lock, ka_now_s() + budget, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
+    double end = ka_now_s() + budget; /* the candidate's commands', pass and pairs */
+    cmd_work_phases(t, &w, lock, &end, KA_CMD_COMPILE, KA_CMD_PERFORMANCE, ps);
     if (ps->log.s) ka_sb_puts(log, ps->log.s);
     ka_sb_free(&ps->log);
     if (ps->status == CMD_OK && cfg->command_pairs >= 2 && cmd_scorable(ps, b))
-      paired = cmd_paired(cfg, dev, t, &w, ps, lock, log, bmed);
+      paired = cmd_paired(cfg, dev, t, &w, ps, &end, lock, log, bmed);
     cmd_work_close(&w);
   } else if (ps->log.s) {
     ka_sb_puts(log, ps->log.s);

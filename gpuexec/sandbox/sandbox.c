@@ -1085,9 +1085,36 @@ static int sb_cmd_own_proc(void) {
   return 0;
 }
 
+/* A host command's System V IPC and POSIX message queues, which outlive their process
+ * and reach every later command of the machine (red team 2026-12-02: a SysV segment and
+ * semaphore set a candidate made outlived every run of the pairs and every step): an
+ * IPC namespace of its own, which ends with the command's last process and its objects
+ * with it; where unshare is not allowed (no CAP_SYS_ADMIN), those calls refused (EPERM)
+ * by a seccomp filter of their own, stacked on the others. Before the capabilities are
+ * dropped. KA_OK or KA_ESYS with err. */
+static int sb_cmd_host_ipc(int unshared, char *err, size_t errlen) {
+  if (unshared || sb_env_off("KA_SANDBOX_SECCOMP")) return KA_OK;
+  scmp_filter_ctx f = seccomp_init(SCMP_ACT_ALLOW);
+  if (!f) return ka_seterr(err, errlen, KA_ESYS, "seccomp_init failed");
+  static const int ipc[] = {SCMP_SYS(shmget), SCMP_SYS(shmat),   SCMP_SYS(shmctl),
+                            SCMP_SYS(msgget), SCMP_SYS(msgsnd),  SCMP_SYS(msgrcv),
+                            SCMP_SYS(msgctl), SCMP_SYS(semget),  SCMP_SYS(semop),
+                            SCMP_SYS(semctl), SCMP_SYS(mq_open), SCMP_SYS(mq_unlink)};
+  int rc = 0;
+  for (size_t i = 0; i < sizeof ipc / sizeof ipc[0] && !rc; i++)
+    rc = seccomp_rule_add(f, SCMP_ACT_ERRNO(EPERM), ipc[i], 0);
+  if (!rc) rc = seccomp_load(f);
+  seccomp_release(f);
+  return rc ? ka_seterr(err, errlen, KA_ESYS, "seccomp (System V IPC): %s", strerror(-rc)) : KA_OK;
+}
+
 int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
                        char *err, size_t errlen) {
-  if (!nodes) return ka_sandbox_compiler(workdir, err, errlen);
+  if (!nodes) {
+    int unshared = unshare(CLONE_NEWIPC) == 0;
+    int rc = ka_sandbox_compiler(workdir, err, errlen);
+    return rc == KA_OK ? sb_cmd_host_ipc(unshared, err, errlen) : rc;
+  }
   sb_cmd_nodes = nodes, sb_cmd_ro = ro;
   sb_base_self_only = 1;
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -124,7 +124,9 @@ int ka_sandbox_compiler(const char *workdir, char *err, size_t errlen);
  * In a PID namespace made by ka_sandbox_command_pidns (this process its PID 1), also
  * that namespace's own /proc, writable for the command's processes, and a private
  * /dev/shm (see there); KA_ESYS if those mounts fail.
- * nodes NULL: exactly ka_sandbox_compiler (a host command). KA_OK or KA_ESYS with err.
+ * nodes NULL (a host command): ka_sandbox_compiler, and an IPC namespace of its own
+ * (System V IPC and POSIX message queues end with its last process), or where that is
+ * not allowed those calls refused by seccomp. KA_OK or KA_ESYS with err.
  * Not thread safe (call it in a single-threaded child). */
 int ka_sandbox_command(const char *workdir, const char *const *nodes, const char *const *ro,
                        char *err, size_t errlen);
