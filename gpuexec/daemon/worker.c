@@ -1938,11 +1938,11 @@ void ka_evaluate_finish(const ka_exec_config *cfg) {
   wk_eval_release(wk_left_over);
   wk_left_over = NULL;
   /* the next job's runner, once the leaving one is gone (else wk_finish_main warms it):
-   * a context's creation and another's teardown do not overlap usefully, the driver
-   * serializes much of both. H200, 2026-12-02 (docs/benchmarks/
-   * 2026-12-02-session18-h200.md, both under the device lock then): warmed after the
-   * teardown the step took 1.17x base (522.7 ms against 445.6), warmed at once 1.26x
-   * (548.9 against 435.1) */
+   * with both under the device lock, a context's creation and another's teardown did
+   * not overlap usefully. H200, 2026-12-02 (docs/benchmarks/
+   * 2026-12-02-session18-h200.md): warmed after the teardown the step took 1.17x base
+   * (522.7 ms against 445.6), warmed at once 1.26x (548.9 against 435.1). Off the lock
+   * (session 19) warming at once is not measured yet. */
   if (!wk_leaving_count(wk_left_dev)) ka_pool_warm(cfg, wk_left_dev);
   wk_left_dev = NULL;
 }
