@@ -279,6 +279,11 @@ static int main_serve(es_server *s) {
   }
   fprintf(stderr, "envserver: listening on %s (executors: %s), %d tasks\n", s->cfg.listen_url,
           s->cfg.exec_url, s->reg->ntasks);
+  if (s->reg->ntasks == 0) /* it serves nothing: say so where the operator looks */
+    fprintf(stderr,
+            "envserver: warning: no task loaded from --tasks %s (%d skipped: the lines above say "
+            "why; `envctl tasks --tasks DIR` checks a folder)\n",
+            s->cfg.tasks_dir, s->reg->nskipped);
   int sig = 0;
   sigwait(&sigs, &sig);
   es_log(s, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");

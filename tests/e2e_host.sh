@@ -83,6 +83,9 @@ rc=$?
 check "a skipped task: the reset error says it was skipped at load, and why" sh -c \
   "[ $rc -ne 0 ] && grep \"unknown task 'suite/broken': it was skipped at load: \" '$WORK/skip.out' | grep -q \"config.yaml: correctness_timeout: 'abc' is not a number of seconds in (0, 86400]\"" ||
   cat "$WORK/skip.out"
+check "... and the hint names the folder that was used" \
+  grep -q "envctl tasks --tasks $WORK/tasks-skip. lists the tasks there" "$WORK/skip.out" ||
+  cat "$WORK/skip.out"
 check "... naming the folder by its id, not by the server's path" sh -c \
   "grep \"unknown task 'suite/broken'\" '$WORK/skip.out' | grep -q 'skipped at load: suite/broken/config.yaml: ' && ! grep \"unknown task\" '$WORK/skip.out' | grep -q '$WORK'" ||
   cat "$WORK/skip.out"

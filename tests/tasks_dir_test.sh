@@ -60,4 +60,9 @@ rc=$?
 check "--tasks of an all-broken folder: exit 1, the skip named and counted" \
   sh -c "[ $rc -eq 1 ] && grep -q 'skipping task $WORK/broken/suite/bad' '$WORK/out5' && grep -q 'no tasks loaded from $WORK/broken (1 skipped' '$WORK/out5'" ||
   cat "$WORK/out5"
+# envserver on such a folder serves nothing: it says so at start (and keeps running)
+timeout 3 "$BIN/envserver" --state "$WORK/st" --tasks "$WORK/broken" >"$WORK/out6" 2>&1
+check "envserver on an all-broken folder warns: no task loaded, 1 skipped" \
+  grep -q "envserver: warning: no task loaded from --tasks $WORK/broken (1 skipped" "$WORK/out6" ||
+  cat "$WORK/out6"
 exit $fail

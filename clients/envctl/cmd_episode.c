@@ -208,7 +208,8 @@ static int ec_ep_check_agent(const char *agent) {
 
 /* Resets an episode of o->task (seed when given, option max_steps) within timeout_ms.
  * Returns 0 with *rr (a Reset response; the caller frees it), or 1 after printing why
- * (with a hint to `envctl tasks` for an unknown task). */
+ * (with a hint to `envctl tasks --server URL` or `--tasks DIR`, whichever this episode
+ * used, for an unknown task). */
 static int ec_ep_reset(ka_client *c, const ec_opts *o, int timeout_ms,
                        Kernelarena__V1__Response **rr) {
   char err[1024];
@@ -236,7 +237,8 @@ static int ec_ep_reset(ka_client *c, const ec_opts *o, int timeout_ms,
     ec_print_error("reset", *rr);
     if ((*rr)->body_case == KERNELARENA__V1__RESPONSE__BODY_ERROR &&
         (*rr)->error->code == KERNELARENA__V1__ERROR_CODE__NOT_FOUND)
-      fprintf(stderr, "envctl: `envctl tasks` lists the tasks\n");
+      fprintf(stderr, "envctl: `envctl tasks %s %s` lists the tasks there\n",
+              o->server ? "--server" : "--tasks", o->server ? o->server : o->tasks);
     ka_client_free_response(*rr);
     return 1;
   }

@@ -560,7 +560,7 @@ static void gx_usage(FILE *f) {
       "                   of a venv with torch and triton (docs/tasks.md)\n"
       "  --command-pairs N  command tasks: score each step by the per-case medians of N\n"
       "                   pairs of performance runs, the baseline's and the candidate's\n"
-      "                   alternated (2 to %d; default 1: the candidate's one run against\n"
+      "                   alternated (1 to %d; default 1, off: the candidate's one run against\n"
       "                   the baseline's times measured once per task version)\n"
       "  --tls-ca PEM     for a tls+tcp:// --server: the CA that signed the server's\n"
       "                   certificate (required there)\n"
