@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -772,8 +773,9 @@ int ka_registry_load(const char *root, int skip_bad, ka_registry **out, char *er
   r->root = strdup(root);
   DIR *fam = opendir(root);
   if (!fam) {
+    int e = errno;
     ka_registry_free(r);
-    return ka_seterr(err, errlen, KA_ENOENT, "task folder %s: cannot open", root);
+    return ka_seterr(err, errlen, KA_ENOENT, "task folder %s: cannot open: %s", root, strerror(e));
   }
   int rc = KA_OK;
   struct dirent *f;

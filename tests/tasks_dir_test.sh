@@ -41,8 +41,9 @@ check "./tasks first: exit 0 and only host/gelu listed" \
 # --tasks wins over both, and a missing one is an error naming it
 (cd "$WORK/here" && "$WORK/kb/bin/envctl" tasks --tasks "$WORK/nope") >"$WORK/out3" 2>&1
 rc=$?
-check "--tasks of a missing folder: exit 1, names the folder" \
-  sh -c "[ $rc -eq 1 ] && grep -q '$WORK/nope' '$WORK/out3'"
+check "--tasks of a missing folder: exit 1, names the folder and why" \
+  sh -c "[ $rc -eq 1 ] && grep -q '$WORK/nope: cannot open: No such file or directory' '$WORK/out3'" ||
+  cat "$WORK/out3"
 
 # a folder without a task that loads is an error, not an empty table: exit 1, the
 # folder named with the count of folders skipped
