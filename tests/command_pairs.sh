@@ -16,63 +16,54 @@ ka_init command_pairs
 
 cp -r "$FIX/tasks" "$WORK/tasks"
 rm -rf "$WORK/tasks/suite/demo/gpu_only"
-# a copy whose performance command fails from its second run in one folder on: its
-# baseline pass (one run) passes, its second baseline run of the pairs fails
-O=$WORK/tasks/suite/demo/sum_py_once
-cp -r "$WORK/tasks/suite/demo/sum_py" "$O"
-cat >"$O/scripts/bench_once.py" <<'EOP'
+# bench_copy NAME: a copy of sum_py as suite/demo/sum_py_NAME whose performance command
+# is scripts/bench_NAME.py: the Python on stdin (os, sys, common and .bench_runs's count
+# of earlier runs in this folder, n, at hand), then the harness's own bench.py
+bench_copy() {
+  d=$WORK/tasks/suite/demo/sum_py_$1
+  cp -r "$WORK/tasks/suite/demo/sum_py" "$d"
+  {
+    cat <<'EOP'
 import os
 import runpy
 import sys
 
+import common
+
 n = int(open(".bench_runs").read()) if os.path.exists(".bench_runs") else 0
 with open(".bench_runs", "w") as f:
     f.write(str(n + 1))
+EOP
+    cat
+    cat <<'EOP'
+sys.argv[0] = "bench.py"
+runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
+EOP
+  } >"$d/scripts/bench_$1.py"
+  sed -i "s|^  - python3 scripts/bench.py|  - python3 scripts/bench_$1.py|" "$d/config.yaml"
+}
+# fails from its second run in one folder on: its baseline pass (one run) passes, its
+# second baseline run of the pairs fails
+bench_copy once <<'EOP'
 if n >= 1:
     sys.exit("bench_once: only one run per folder")
-sys.argv[0] = "bench.py"
-runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
 EOP
-sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_once.py|' "$O/config.yaml"
-
-# a copy whose performance command fails the third run of a folder whose kernel.py is
-# not marked CANDIDATE (the baseline's): the fallback after the candidate's third run
-T3=$WORK/tasks/suite/demo/sum_py_third
-cp -r "$WORK/tasks/suite/demo/sum_py" "$T3"
-cat >"$T3/scripts/bench_third.py" <<'EOP'
-import os
-import runpy
-import sys
-
-import common
-
-n = int(open(".bench_runs").read()) if os.path.exists(".bench_runs") else 0
-with open(".bench_runs", "w") as f:
-    f.write(str(n + 1))
+# fails the third run of a folder whose kernel.py is not marked CANDIDATE (the
+# baseline's): the fallback after the candidate's third run
+bench_copy third <<'EOP'
 if n >= 2 and not getattr(common.load_kernel(), "CANDIDATE", False):
     sys.exit("bench_third: the baseline's third run fails")
-sys.argv[0] = "bench.py"
-runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
 EOP
-sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_third.py|' "$T3/config.yaml"
-# a copy whose performance command sleeps 2 s / SPEED, with timeouts such that the pairs
-# together (3 x 2 s + 2 x 1 s for a 2x candidate) take longer than the task's timeout_s
-# (1.5 + 1.5 + 4 s) and each run far less than its 4 s: each run has its own deadline
-S=$WORK/tasks/suite/demo/sum_py_slow
-cp -r "$WORK/tasks/suite/demo/sum_py" "$S"
-cat >"$S/scripts/bench_slow.py" <<'EOP'
-import os
-import runpy
-import sys
+# sleeps 2 s / SPEED, with timeouts such that the pairs together (3 x 2 s + 2 x 1 s for
+# a 2x candidate) take longer than the task's timeout_s (1.5 + 1.5 + 4 s) and each run
+# far less than its 4 s: each baseline run has its own deadline
+bench_copy slow <<'EOP'
 import time
 
-import common
-
 time.sleep(2.0 / float(getattr(common.load_kernel(), "SPEED", 1.0)))
-sys.argv[0] = "bench.py"
-runpy.run_path(os.path.join(os.path.dirname(__file__), "bench.py"), run_name="__main__")
 EOP
-sed -i 's|^  - python3 scripts/bench.py|  - python3 scripts/bench_slow.py|; s|^compile_timeout: .*|compile_timeout: 1.5|; s|^correctness_timeout: .*|correctness_timeout: 1.5|; s|^performance_timeout: .*|performance_timeout: 4|' \
+S=$WORK/tasks/suite/demo/sum_py_slow
+sed -i 's|^compile_timeout: .*|compile_timeout: 1.5|; s|^correctness_timeout: .*|correctness_timeout: 1.5|; s|^performance_timeout: .*|performance_timeout: 4|' \
   "$S/config.yaml"
 
 # a bad count is refused at start, naming the flag

@@ -15,6 +15,15 @@ int ec_print_error(const char *what, const Kernelarena__V1__Response *r) {
   return 1;
 }
 
+int ec_health_call(ka_client *c, int timeout_ms, Kernelarena__V1__Response **out, char *err,
+                   size_t errlen) {
+  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
+  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
+  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
+  req.health = &h;
+  return ka_client_call(c, &req, timeout_ms, out, err, errlen);
+}
+
 void ec_close_episode(ka_client *c, const char *id, int timeout_ms) {
   Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
   Kernelarena__V1__CloseRequest cl = KERNELARENA__V1__CLOSE_REQUEST__INIT;

@@ -6,13 +6,9 @@
 
 static int ec_health(ka_client *c, const ec_opts *o) {
   int timeout_ms = o->timeout_s * 1000;
-  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
-  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
-  req.health = &h;
   Kernelarena__V1__Response *r;
   char err[512];
-  if (ka_client_call(c, &req, timeout_ms, &r, err, sizeof err)) {
+  if (ec_health_call(c, timeout_ms, &r, err, sizeof err)) {
     fprintf(stderr, "envctl: health: %s\n", err);
     return 1;
   }

@@ -86,14 +86,10 @@ static json_t *ec_server_tasks(ka_client *c, char *err, size_t errlen) {
 
 /* Live executors (Health), at least 1. */
 static int ec_server_executors(ka_client *c) {
-  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
-  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
-  req.health = &h;
   Kernelarena__V1__Response *r;
   char err[256];
   int n = 1;
-  if (ka_client_call(c, &req, 10000, &r, err, sizeof err) == KA_OK) {
+  if (ec_health_call(c, 10000, &r, err, sizeof err) == KA_OK) {
     if (r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 1)
       n = r->health->executors;
     ka_client_free_response(r);

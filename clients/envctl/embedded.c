@@ -239,13 +239,9 @@ static int ec_spawn_both(ec_embedded *emb, char *const sargv[], char *const garg
 
 /* 1 when the server at c answers Health with an executor registered. */
 static int ec_executor_ready(ka_client *c) {
-  Kernelarena__V1__Request req = KERNELARENA__V1__REQUEST__INIT;
-  Kernelarena__V1__HealthRequest h = KERNELARENA__V1__HEALTH_REQUEST__INIT;
-  req.body_case = KERNELARENA__V1__REQUEST__BODY_HEALTH;
-  req.health = &h;
   Kernelarena__V1__Response *r;
   char e2[256];
-  if (ka_client_call(c, &req, 1000, &r, e2, sizeof e2) != KA_OK) return 0;
+  if (ec_health_call(c, 1000, &r, e2, sizeof e2) != KA_OK) return 0;
   int ready = r->body_case == KERNELARENA__V1__RESPONSE__BODY_HEALTH && r->health->executors > 0;
   ka_client_free_response(r);
   return ready;

@@ -104,6 +104,12 @@ int ec_embedded_start(const ec_opts *o, ec_embedded *emb, char *err, size_t errl
  * state folder unless keep is set. */
 void ec_embedded_stop(ec_embedded *emb, int keep);
 
+/* Sends one Health request to c within timeout_ms: KA_OK with the response in *out
+ * (Health, or an Error: the caller checks body_case and frees it), else the transport's
+ * error with the reason in err. */
+int ec_health_call(ka_client *c, int timeout_ms, Kernelarena__V1__Response **out, char *err,
+                   size_t errlen);
+
 /* Prints an error response and returns 1. */
 int ec_print_error(const char *what, const Kernelarena__V1__Response *r);
 
