@@ -347,7 +347,11 @@ static void cmd_supervise(const ka_cmd_env *e, const char *cmdline) {
    * one (not root) the command runs with /proc read-only and no socket at all, so CUDA
    * does not initialise: the task's own baseline fails first in the same sandbox, an
    * INFRA_ERROR that says why, never a step's verdict */
-  if (e->gpu && ka_sandbox_command_pidns() != KA_OK)
+  /* a host command gets the PID namespace too: when its first process ends, the kernel
+   * ends every process left in it, however deep a chain of them (red team 2026-12-02:
+   * a chain of 10,400 setsid'd processes outlasted cmd_kill_children's rounds and slowed
+   * the baseline's paired runs); without one (not root) cmd_kill_children alone */
+  if (ka_sandbox_command_pidns() != KA_OK && e->gpu)
     dprintf(2,
             "[kernelarena] no PID namespace for the command (%s): no network namespace "
             "either, so no AF_UNIX socket and CUDA will not initialise (run gpuexec as root "
