@@ -68,6 +68,18 @@ check "evaluations overlapped on the one device" awk '
 DB=$STATE/trace.db
 nlock=$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE runtime_log LIKE '%device lock: %exclusive holds%'")
 check "runners took the device lock (steps whose log says so: $nlock)" [ "${nlock:-0}" -ge 2 ]
+# a runner keeps its exclusive hold over consecutive calls for a slice (runner_case.c
+# RN_SLICE_S) instead of handing it over after every call: a hold per call would make a
+# case's exclusive holds its warm-up and timed calls (its calls less its verification
+# runs, which are at most its reps); a slice over two calls or more makes them fewer
+sqlite3 "$DB" "SELECT runtime_log FROM steps WHERE status = 1" >"$WORK/ok_logs.txt"
+check "exclusive holds span several calls (runner_case.c RN_SLICE_S)" awk '
+  / phases \(/ { s = $0; sub(/.*fresh inputs, /, "", s); split(s, a, " ")
+    calls[$3] = a[1]; reps[$3] = a[3] }
+  / device lock: [0-9]+ exclusive holds/ { n++; if ($6 < calls[$3] - reps[$3]) few++
+    if (n <= 4) print "case " $3 ": " $6 " exclusive holds, " calls[$3] " calls, " reps[$3] " reps" }
+  END { print few + 0 " of " n + 0 " cases with fewer holds than calls less reps"; exit !(few >= 1) }' \
+  "$WORK/ok_logs.txt"
 # the endless loop's TIMEOUT came while others were in flight: evaluated again alone, kept
 nalone=$(sqlite3 "$DB" "SELECT count(*) FROM steps WHERE status = 5 AND runtime_log LIKE '%evaluated again alone on the device%ended TIMEOUT%'")
 check "TIMEOUT with neighbours was evaluated again alone and kept ($nalone)" [ "${nalone:-0}" -ge 1 ]
