@@ -57,6 +57,12 @@ static int op_fill_check(bench *bk) {
   int differs = 0;
   return bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 1, &differs);
 }
+static int op_fill_check_fast(bench *bk) {
+  ka_fill f = {.dtype = KA_DT_F32, .dist = KA_FILL_FAST_NORMAL, .a = 0, .b = 1, .key = 7};
+  int differs = 0;
+  int rc = bk->be->fill_device(bk->ctx, bk->a, &f, bk->n, 1, &differs);
+  return rc ? rc : differs ? KA_EINTERNAL : KA_OK; /* a's fast draw, checked unchanged */
+}
 static int op_checksum(bench *bk) {
   uint64_t sum;
   return bk->be->checksum_device(bk->ctx, bk->a, 0, (size_t)bk->n * 4, 11, &sum);
@@ -93,23 +99,31 @@ int main(void) {
     fprintf(stderr, "trusted_ops_bench: no device: %s\n", err);
     return 1;
   }
+  /* in this order: a holds the fast draw when it is checked, c a copy of a when the two
+   * are closed (every element equal, as a passing verification's); traffic: the bytes
+   * each op moves through device memory, in units of the tensor's bytes */
   static const struct {
     const char *name;
     int (*op)(bench *);
-  } ops[] = {{"synchronize (idle)", op_sync},
-             {"fill normal + sync", op_fill_normal},
-             {"fill fast normal + sync", op_fill_fast},
-             {"fill poison + sync", op_fill_poison},
-             {"fill check (read back)", op_fill_check},
-             {"checksum (read back)", op_checksum},
-             {"copy_device + sync", op_copy},
-             {"close (absmax + close)", op_close},
-             {"flush_cache", op_flush},
-             {"timer start/stop + sync", op_timer}};
+    int traffic;
+  } ops[] = {{"synchronize (idle)", op_sync, 0},
+             {"fill normal + sync", op_fill_normal, 1},
+             {"fill check normal", op_fill_check, 1},
+             {"fill poison + sync", op_fill_poison, 1},
+             {"fill fast normal + sync", op_fill_fast, 1},
+             {"fill check fast", op_fill_check_fast, 1},
+             {"checksum (read back)", op_checksum, 1},
+             {"copy_device + sync", op_copy, 2},
+             {"close (absmax + close)", op_close, 3},
+             {"flush_cache", op_flush, 0},
+             {"timer start/stop + sync", op_timer, 0}};
+  enum { NOPS = sizeof ops / sizeof ops[0] };
   int64_t sizes[] = {(int64_t)1 << 24, (int64_t)1 << 26};
-  printf("%-26s %12s %12s   (us per call, %d calls, 16M and 64M fp32 elements)\n", "op", "16M",
-         "64M", REPS);
-  double t[sizeof ops / sizeof ops[0]][2];
+  const char *where = getenv("KA_BACKEND_PATH");
+  printf("backend: %s\n", where && where[0] ? where : "(next to the binary)");
+  printf("%-26s %10s %8s %10s %8s   (us per call and GB/s, %d calls, 16M and 64M fp32)\n", "op",
+         "16M us", "GB/s", "64M us", "GB/s", REPS);
+  double t[NOPS][2];
   for (int s = 0; s < 2; s++) {
     bk.n = sizes[s];
     size_t bytes = (size_t)bk.n * 4;
@@ -120,11 +134,15 @@ int main(void) {
     }
     op_fill_normal(&bk);
     op_copy(&bk);
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) t[i][s] = timeit(&bk, ops[i].op);
+    for (size_t i = 0; i < NOPS; i++) t[i][s] = timeit(&bk, ops[i].op);
     be->mem_free(bk.ctx, bk.a), be->mem_free(bk.ctx, bk.b), be->mem_free(bk.ctx, bk.c);
   }
-  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-    printf("%-26s %12.1f %12.1f\n", ops[i].name, t[i][0], t[i][1]);
+  for (size_t i = 0; i < NOPS; i++) {
+    double gb[2];
+    for (int s = 0; s < 2; s++)
+      gb[s] = t[i][s] > 0 ? (double)ops[i].traffic * (double)sizes[s] * 4 / (t[i][s] * 1e3) : 0;
+    printf("%-26s %10.1f %8.0f %10.1f %8.0f\n", ops[i].name, t[i][0], gb[0], t[i][1], gb[1]);
+  }
   be->close(bk.ctx);
   return 0;
 }

@@ -186,17 +186,26 @@ double ka_gen_cos2pi(double u) {
   return (q & 3) == 2 ? -p : p;
 }
 
-/* splitmix64's finalizer of z alone (ka_mix64 without its second input). */
-static uint64_t gen_mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+/* Chris Wellons' lowbias32 integer hash (2018, "Prospecting for Hash Functions"). */
+static uint32_t gen_mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  return x ^ (x >> 16);
+}
+
+/* The random bits of poison element i under key (data.h KA_GEN_POISON); wide for 8-byte
+ * dtypes. */
+static uint64_t gen_poison_bits(uint64_t i, uint64_t key, int wide) {
+  uint32_t hi = gen_mix32((uint32_t)(i >> 32) ^ (uint32_t)(key >> 32));
+  uint32_t lo = gen_mix32((uint32_t)i ^ (uint32_t)key ^ hi);
+  return wide ? ((uint64_t)gen_mix32(lo + 0x9e3779b9u) << 32) | lo : lo;
 }
 
 uint64_t ka_gen_bits(uint64_t i, ka_dtype dt, int dist, double a, double b, uint64_t key) {
   if (dist == KA_GEN_POISON) {
-    uint64_t r = gen_mix(key ^ (i * 0x9e3779b97f4a7c15ULL));
+    uint64_t r = gen_poison_bits(i, key, ka_dtype_size(dt) == 8);
     switch (dt) {
       case KA_DT_F32:
         return 0x7fc00000u | (uint32_t)(r & 0x3fffffu) | 1u;

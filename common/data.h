@@ -30,9 +30,11 @@ uint64_t ka_mix64(uint64_t a, uint64_t b);
  *     for even i, |u2 - 1/4| for odd i (the sine; the subtraction is exact)
  *     (Box-Muller with our own log and cosine, so that both sides compute the same bits);
  *   uniform: a + (b - a) u1;  integers: ceil(a) + floor(u1 (floor(b) - ceil(a) + 1));
- *   KA_GEN_POISON: with r = splitmix64's finalizer of key ^ (i * 0x9e3779b97f4a7c15)
- *     (no Philox: poison needs a pattern per call, not secrecy; the candidate reads it),
- *     a quiet NaN with the low bits of r as payload (floats), those bits (integers);
+ *   KA_GEN_POISON: with h = lowbias32 (Chris Wellons, 2018) and
+ *     r = h(lo(i) ^ lo(key) ^ h(hi(i) ^ hi(key))), and for 8-byte dtypes
+ *     r |= h(r + 0x9e3779b9) << 32 (no Philox: poison needs a pattern per call, not
+ *     secrecy; the candidate reads it), a quiet NaN with the low bits of r as payload
+ *     (floats), those bits (integers);
  * stored as the dtype stores a double (f16 through f32). */
 #define KA_GEN_POISON 3 /* the "distribution" of poison (ka_dist has 0..2) */
 void ka_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

@@ -281,15 +281,17 @@ static void check_device_staging(const ka_backend_ops *be, ka_backend_ctx *ctx) 
     ok = rc == KA_OK;
   }
   /* the trusted checksum equals the host's over lengths with every tail (0 to 3 bytes),
-   * at an offset, and changes with one changed byte */
-  static const size_t lens[] = {4, 5, 6, 7, 1000, 4096 + 3, N - 16};
-  for (size_t k = 0; ok && k < sizeof lens / sizeof lens[0]; k++) {
-    uint64_t got = 1, key = 0x1234567ULL * (k + 1);
-    int rc = be->checksum_device(ctx, a, 16, lens[k], key, &got);
-    uint64_t want = ka_trusted_sum_host(h + 16, lens[k], key);
-    check(rc == KA_OK && got == want, "device checksum", "%zu bytes: %s, %#llx vs host %#llx",
-          lens[k], rc ? be->last_error(ctx) : "ok", (unsigned long long)got,
-          (unsigned long long)want);
+   * at a 16-byte aligned offset (the kernel's chunked path) and at one aligned to 4 only
+   * (its word path), and changes with one changed byte */
+  static const size_t lens[] = {4, 5, 6, 7, 1000, 4096 + 3, N - 32};
+  for (size_t k = 0; ok && k < 2 * (sizeof lens / sizeof lens[0]); k++) {
+    size_t len = lens[k / 2], at = k % 2 ? 20 : 16;
+    uint64_t got = 1, key = 0x1234567ULL * (k / 2 + 1);
+    int rc = be->checksum_device(ctx, a, at, len, key, &got);
+    uint64_t want = ka_trusted_sum_host(h + at, len, key);
+    check(rc == KA_OK && got == want, "device checksum",
+          "%zu bytes at offset %zu: %s, %#llx vs host %#llx", len, at,
+          rc ? be->last_error(ctx) : "ok", (unsigned long long)got, (unsigned long long)want);
     ok = rc == KA_OK;
   }
   if (ok) {
@@ -405,6 +407,27 @@ static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
       check(rc == KA_OK && exact == N, "device fill = host generator, bit for bit",
             "dtype %d dist %d: %lld of %d equal: %s", dt, dist, (long long)exact, (int)N,
             rc ? be->last_error(ctx) : "ok");
+      /* at an address off the 16-byte grid (the kernel's element-by-element path) the
+       * same elements, and its check passes there and fails one element changed */
+      int64_t exact_u = 0, nu = N - 1;
+      ka_devptr u = b + es[dt];
+      int du = -1, du1 = -1;
+      if (rc == KA_OK) rc = be->fill_device(ctx, u, &f, nu, 0, NULL);
+      if (rc == KA_OK) rc = be->copy_to_host(ctx, h, u, (size_t)nu * es[dt]);
+      for (int64_t i = 0; rc == KA_OK && i < nu; i++) {
+        uint64_t want = ka_trusted_element_host((uint64_t)i, dt, dist, f.a, f.b, f.key), got = 0;
+        memcpy(&got, h + (size_t)i * es[dt], es[dt]);
+        exact_u += got == want;
+      }
+      if (rc == KA_OK) rc = be->fill_device(ctx, u, &f, nu, 1, &du);
+      unsigned char xu = (unsigned char)(h[12345 * es[dt]] ^ 0x01);
+      if (rc == KA_OK) rc = be->copy_to_device(ctx, u + 12345 * es[dt], &xu, 1);
+      if (rc == KA_OK) rc = be->fill_device(ctx, u, &f, nu, 1, &du1);
+      check(rc == KA_OK && exact_u == nu && du == 0 && du1 == 1,
+            "device fill off the 16-byte grid = host generator",
+            "dtype %d dist %d: %lld of %lld equal, check %d, changed %d: %s", dt, dist,
+            (long long)exact_u, (long long)nu, du, du1, rc ? be->last_error(ctx) : "ok");
+      if (rc == KA_OK) rc = be->copy_to_host(ctx, h, a, (size_t)N * es[dt]);
       int differs = -1;
       if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
       check(rc == KA_OK && differs == 0, "device fill check of an unchanged tensor",
@@ -449,6 +472,27 @@ static void check_device_fill(const ka_backend_ops *be, ka_backend_ctx *ctx) {
     if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, N, 1e-5, 1e-5, &poison, &bad, &first);
     check(rc == KA_OK && bad == 1 && first == 6, "device close: NaN matches NaN, not poison",
           "bad %lld (want 1) first %lld (want 6)", (long long)bad, (long long)first);
+    /* the same off the 16-byte grid (element by element): want and got one element on,
+     * so the poison element is index 5 of N - 1, and got's poison is poison's element 5 */
+    uint32_t pz5 = (uint32_t)ka_trusted_element_host(5, 0, KA_TRUSTED_POISON, 0, 0, 99);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b + 6 * 4, &pz5, 4);
+    if (rc == KA_OK)
+      rc = be->close_device(ctx, a + 4, b + 4, 0, N - 1, 1e-5, 1e-5, &poison, &bad, &first);
+    check(rc == KA_OK && bad == 1 && first == 5, "device close off the 16-byte grid",
+          "bad %lld (want 1) first %lld (want 5)", (long long)bad, (long long)first);
+    /* atol is relative to want's largest magnitude (scaled on the device): want times
+     * 1000 (|want| up to ~1000) lets an error of 0.5 pass at atol 1e-3, not at 1e-4 */
+    float big[4] = {1000.0f, -999.0f, 1.0f, 2.0f}, off = 2.5f;
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, a, big, sizeof big);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b, big, sizeof big);
+    if (rc == KA_OK) rc = be->copy_to_device(ctx, b + 3 * 4, &off, 4);
+    int64_t bad3 = -1, bad4 = -1;
+    if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, 4, 1e-3, 0, &poison, &bad3, &first);
+    if (rc == KA_OK) rc = be->close_device(ctx, a, b, 0, 4, 1e-4, 0, &poison, &bad4, &first);
+    check(rc == KA_OK && bad3 == 0 && bad4 == 1 && first == 3,
+          "device close scales atol by want's largest magnitude",
+          "atol 1e-3: bad %lld (want 0); 1e-4: bad %lld (want 1), first %lld (want 3)",
+          (long long)bad3, (long long)bad4, (long long)first);
     ok = rc == KA_OK;
   }
   check(ok, "device fill and close", "%s", ok ? "ok" : be->last_error(ctx));
@@ -467,7 +511,7 @@ static void check_device_fast_normal(const ka_backend_ops *be, ka_backend_ctx *c
   enum { N = (1 << 22) + 3 };
   ka_devptr a = 0;
   unsigned char *h = malloc((size_t)N * 4);
-  int ok = h && be->fill_device && be->mem_alloc(ctx, (size_t)N * 4, &a) == 0;
+  int ok = h && be->fill_device && be->mem_alloc(ctx, (size_t)N * 8 + 64, &a) == 0;
   check(ok, "fast normal setup", "%s", ok ? "ok" : "no fill_device or no memory");
   static const int dts[3] = {0, 2, 3};
   for (int k = 0; ok && k < 3; k++) {
@@ -519,6 +563,14 @@ static void check_device_fast_normal(const ka_backend_ops *be, ka_backend_ctx *c
             "dtype %d, element %lld: differs %d", dt, (long long)at[w], differs);
       if (rc == KA_OK) rc = be->copy_to_device(ctx, a + (size_t)at[w] * es, &keep, 1);
     }
+    /* off the 16-byte grid (element by element) the same draw as in chunks */
+    int eq = 0, du = -1;
+    size_t uoff = ((size_t)N * es + 15) / 16 * 16 + (size_t)es; /* es mod 16 */
+    if (rc == KA_OK) rc = be->fill_device(ctx, a + uoff, &f, N, 0, NULL);
+    if (rc == KA_OK) rc = be->compare_device(ctx, a, 0, a, uoff, (size_t)N * es, &eq);
+    if (rc == KA_OK) rc = be->fill_device(ctx, a + uoff, &f, N, 1, &du);
+    check(rc == KA_OK && eq == 1 && du == 0, "fast normal off the 16-byte grid = in chunks",
+          "dtype %d: equal %d, check differs %d", dt, eq, du);
     f.key ^= 1;
     if (rc == KA_OK) rc = be->fill_device(ctx, a, &f, N, 1, &differs);
     check(rc == KA_OK && differs == 1, "fast normal: another key draws other values",

@@ -1440,7 +1440,8 @@ static int cuda_fill_device(ka_backend_ctx *ctx, ka_devptr p, const ka_fill *f, 
 }
 
 /* close_device (backend.h): ka_trusted_absmax of want into [16, 24) of the result area,
- * read back to scale atol, then ka_trusted_close into [24, 40). */
+ * then ka_trusted_close, which scales atol by it on the device, into [24, 40): one round
+ * trip to the host, after both. */
 static int cuda_close_device(ka_backend_ctx *ctx, ka_devptr want, ka_devptr got, int dtype,
                              int64_t elems, double atol, double rtol, const ka_fill *poison,
                              int64_t *bad, int64_t *first) {
@@ -1451,34 +1452,33 @@ static int cuda_close_device(ka_backend_ctx *ctx, ka_devptr want, ka_devptr got,
     return cuda_seterr(ctx, KA_EINVAL, "close_device: bad request");
   if (elems == 0) return KA_OK;
   if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
-  if ((rc = cuda_trusted_zero(ctx, 16, 0, 2, "absmax")) != KA_OK) return rc;
+  if ((rc = cuda_trusted_zero(ctx, 16, 0, 2, "absmax")) != KA_OK ||
+      (rc = cuda_trusted_zero(ctx, 24, 0, 2, "close count")) != KA_OK ||
+      (rc = cuda_trusted_zero(ctx, 32, 0xffffffffu, 2, "close first")) != KA_OK)
+    return rc;
+  ka_devptr scale = (ka_devptr)ctx->cmp_flag + 16;
   ka_arg margs[4] = {{.kind = KA_ARG_PTR, .v.ptr = want},
                      {.kind = KA_ARG_I64, .v.i64 = elems},
                      {.kind = KA_ARG_I32, .v.i32 = dtype},
-                     {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 16}};
+                     {.kind = KA_ARG_PTR, .v.ptr = scale}};
   if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_ABSMAX_NAME, (uint64_t)elems, margs, 4)) != KA_OK)
     return rc;
-  double scale = 0;
-  if ((rc = cuda_trusted_result(ctx, 16, &scale, sizeof scale, "absmax")) != KA_OK) return rc;
-  if (!(scale > 0)) scale = 1;
-  if ((rc = cuda_trusted_zero(ctx, 24, 0, 2, "close count")) != KA_OK ||
-      (rc = cuda_trusted_zero(ctx, 32, 0xffffffffu, 2, "close first")) != KA_OK)
+  ka_arg cargs[10] = {{.kind = KA_ARG_PTR, .v.ptr = want},
+                      {.kind = KA_ARG_PTR, .v.ptr = got},
+                      {.kind = KA_ARG_I64, .v.i64 = elems},
+                      {.kind = KA_ARG_I32, .v.i32 = dtype},
+                      {.kind = KA_ARG_F64, .v.f64 = atol},
+                      {.kind = KA_ARG_F64, .v.f64 = rtol},
+                      {.kind = KA_ARG_I32, .v.i32 = poison != NULL},
+                      {.kind = KA_ARG_I64, .v.i64 = poison ? (int64_t)poison->key : 0},
+                      {.kind = KA_ARG_PTR, .v.ptr = scale},
+                      {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 24}};
+  if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_CLOSE_NAME, (uint64_t)elems, cargs, 10)) != KA_OK)
     return rc;
-  ka_arg cargs[9] = {{.kind = KA_ARG_PTR, .v.ptr = want},
-                     {.kind = KA_ARG_PTR, .v.ptr = got},
-                     {.kind = KA_ARG_I64, .v.i64 = elems},
-                     {.kind = KA_ARG_I32, .v.i32 = dtype},
-                     {.kind = KA_ARG_F64, .v.f64 = atol * scale},
-                     {.kind = KA_ARG_F64, .v.f64 = rtol},
-                     {.kind = KA_ARG_I32, .v.i32 = poison != NULL},
-                     {.kind = KA_ARG_I64, .v.i64 = poison ? (int64_t)poison->key : 0},
-                     {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 24}};
-  if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_CLOSE_NAME, (uint64_t)elems, cargs, 9)) != KA_OK)
-    return rc;
-  uint64_t out[2] = {0, 0};
-  if ((rc = cuda_trusted_result(ctx, 24, out, sizeof out, "close")) != KA_OK) return rc;
-  *bad = (int64_t)out[0];
-  *first = out[0] ? (int64_t)out[1] : -1;
+  uint64_t out[3] = {0, 0, 0}; /* [16, 40): the scale (cleared with the rest), count, first */
+  if ((rc = cuda_trusted_result(ctx, 16, out, sizeof out, "close")) != KA_OK) return rc;
+  *bad = (int64_t)out[1];
+  *first = out[1] ? (int64_t)out[2] : -1;
   return KA_OK;
 }
 

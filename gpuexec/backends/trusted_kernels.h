@@ -29,10 +29,16 @@
  * ka_trusted_absmax(p, n, dtype, out): raises *out (a non-negative double's bits, the
  * caller zeroes it) to the largest finite magnitude of the n elements.
  *
- * ka_trusted_close(want, got, n, dtype, abs_tol, rtol, poison, pkey, out): out[0] += the
- * number of elements of got not within abs_tol + rtol |want| of want (equal values
- * match; NaN matches NaN unless got's element is still its poison under pkey), out[1]
- * lowered to the first such index (the caller sets out[0] = 0, out[1] = ~0). */
+ * ka_trusted_close(want, got, n, dtype, abs_tol, rtol, poison, pkey, scale, out): out[0]
+ * += the number of elements of got not within abs_tol s + rtol |want| of want, where s
+ * is the double at scale (ka_trusted_absmax's result, left on the device) or 1 if that
+ * is not above 0 (equal values match; NaN matches NaN unless got's element is still its
+ * poison under pkey), out[1] lowered to the first such index (the caller sets out[0] =
+ * 0, out[1] = ~0).
+ *
+ * Speed (issue 15): where the buffers are 16-byte aligned, fill, sum, absmax and close
+ * move 16-byte chunks per thread (specialized by dtype and dist at compile time); the
+ * rest and unaligned buffers go element by element. Both paths give the same results. */
 #ifndef KA_TRUSTED_KERNELS_H
 #define KA_TRUSTED_KERNELS_H
 
