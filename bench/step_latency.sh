@@ -18,7 +18,8 @@
 # A build named old runs only OLD_TASKS with OLD_STEPS steps and no throughput (the
 # build before the pipeline took ~9 s a step). Per build NAME, optional: GXARGS_NAME
 # (more gpuexec flags, e.g. "--jobs-per-device 1"), LAT_NAME=0 (no latency episodes),
-# INFLIGHT_NAME (its own list of K). A build may appear twice under two names (the same
+# INFLIGHT_NAME (its own list of K), ENV_NAME (VAR=VALUE words for gpuexec's environment,
+# e.g. "KA_CUDA_FLUSH=read"). A build may appear twice under two names (the same
 # binaries with other flags, side by side). Prints tables last; raw logs under $OUT.
 #   device run: OUT=$OUT sh bench/step_latency.sh        (carry: build/bin [build-old/bin])
 set -u
@@ -62,7 +63,8 @@ start_server() { # bin state [gpuexec flags...]
   shift 2
   "$b/envserver" --state "$s" --tasks tasks --quiet >"$s/server.log" 2>&1 &
   SV=$!
-  "$b/gpuexec" --server "ipc://$s/exec.ipc" --tasks tasks --backends "$BACKENDS" --verbose \
+  # shellcheck disable=SC2086
+  env $envs "$b/gpuexec" --server "ipc://$s/exec.ipc" --tasks tasks --backends "$BACKENDS" --verbose \
     "$@" >"$s/gpuexec.log" 2>&1 &
   GX=$!
   i=0
@@ -89,9 +91,10 @@ for spec in $BUILDS; do
   bin=$R/${spec#*=}
   st=$(mktemp -d)
   eval "gxa=\${GXARGS_$name:-}; lat=\${LAT_$name:-1}; inflight=\${INFLIGHT_$name:-\$INFLIGHT}"
+  eval "envs=\${ENV_$name:-}"
   # shellcheck disable=SC2086,SC2154
   start_server "$bin" "$st" $gxa || continue
-  echo "build $name: $bin, gpuexec flags: ${gxa:-none}" | tee -a "$OUT/bench.txt"
+  echo "build $name: $bin, gpuexec flags: ${gxa:-none}, environment: ${envs:-none}" | tee -a "$OUT/bench.txt"
   URL="ipc://$st/env.ipc"
   tasks=$TASKS steps=$STEPS
   [ "$name" = old ] && tasks=$OLD_TASKS steps=$OLD_STEPS
