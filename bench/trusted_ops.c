@@ -106,17 +106,13 @@ int main(void) {
     const char *name;
     int (*op)(bench *);
     int traffic;
-  } ops[] = {{"synchronize (idle)", op_sync, 0},
-             {"fill normal + sync", op_fill_normal, 1},
-             {"fill check normal", op_fill_check, 1},
-             {"fill poison + sync", op_fill_poison, 1},
-             {"fill fast normal + sync", op_fill_fast, 1},
-             {"fill check fast", op_fill_check_fast, 1},
-             {"checksum (read back)", op_checksum, 1},
-             {"copy_device + sync", op_copy, 2},
-             {"close (absmax + close)", op_close, 3},
-             {"flush_cache", op_flush, 0},
-             {"timer start/stop + sync", op_timer, 0}};
+  } ops[] = {
+      {"synchronize (idle)", op_sync, 0},           {"fill normal + sync", op_fill_normal, 1},
+      {"fill check normal", op_fill_check, 1},      {"fill poison + sync", op_fill_poison, 1},
+      {"fill fast normal + sync", op_fill_fast, 1}, {"fill check fast", op_fill_check_fast, 1},
+      {"checksum (read back)", op_checksum, 1},     {"copy_device + sync", op_copy, 2},
+      {"close (absmax + close)", op_close, 3},      {"flush_cache", op_flush, 0},
+      {"timer start/stop + sync", op_timer, 0}};
   enum { NOPS = sizeof ops / sizeof ops[0] };
   int64_t sizes[] = {(int64_t)1 << 24, (int64_t)1 << 26};
   const char *where = getenv("KA_BACKEND_PATH");

@@ -63,11 +63,10 @@ static const char *const ka_trusted_cmp_names[KA_TRUSTED_CMP_WIDTHS]
 #define KA_TRUSTED_ABSMAX_NAME "ka_trusted_absmax"
 #define KA_TRUSTED_CLOSE_NAME "ka_trusted_close"
 #define KA_TRUSTED_FLUSH_NAME "ka_trusted_flush"
-static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS]
-    __attribute__((unused)) = {"ka_trusted_cmp_u8",  "ka_trusted_cmp_u16",   "ka_trusted_cmp_u32",
-                               "ka_trusted_cmp_u64", "ka_trusted_cmp_u128",  KA_TRUSTED_SUM_NAME,
-                               KA_TRUSTED_FILL_NAME, KA_TRUSTED_ABSMAX_NAME, KA_TRUSTED_CLOSE_NAME,
-                               KA_TRUSTED_FLUSH_NAME};
+static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS] __attribute__((unused)) = {
+    "ka_trusted_cmp_u8",   "ka_trusted_cmp_u16", "ka_trusted_cmp_u32", "ka_trusted_cmp_u64",
+    "ka_trusted_cmp_u128", KA_TRUSTED_SUM_NAME,  KA_TRUSTED_FILL_NAME, KA_TRUSTED_ABSMAX_NAME,
+    KA_TRUSTED_CLOSE_NAME, KA_TRUSTED_FLUSH_NAME};
 
 static inline uint64_t ka_trusted_mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;
