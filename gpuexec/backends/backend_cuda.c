@@ -165,7 +165,6 @@ struct ka_backend_ctx {
   CUdeviceptr flush;
   size_t flush_bytes;
   unsigned flush_seq;
-  int flush_read; /* KA_CUDA_FLUSH=read: flush_cache reads the buffer, not writes it */
   int timer_running;
   char arch[32];
   char pci_bus_id[32];
@@ -183,7 +182,7 @@ struct ka_backend_ctx {
   CUdeviceptr cmp_flag;  /* CUDA_CMP_AREA bytes: [0,4) 1 if a compare or fill check saw a
                             difference, [8,16) the checksum of checksum_device, [16,24)
                             close_device's largest magnitude, [24,40) its count and first
-                            index, [40,48) the read flush's sink */
+                            index */
   unsigned cmp_grid_max; /* blocks per compare launch: 8 per multiprocessor */
   char cmp_why[CUDA_ERRLEN];
   char err[CUDA_ERRLEN];
@@ -517,8 +516,6 @@ static int cuda_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
       l2 <= 0)
     l2 = 0;
   ctx->flush_bytes = l2 > 0 ? 2 * (size_t)l2 : CUDA_FLUSH_FALLBACK;
-  const char *fm = getenv("KA_CUDA_FLUSH");
-  ctx->flush_read = fm && !strcmp(fm, "read");
   /* No L2 set-aside for persisting accesses: no access-policy window can keep lines
    * resident across the flush (docs/integrity.md). Unsupported before sm_80. */
   if (cuda_drv.f.CtxSetLimit) cuda_drv.f.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
@@ -1225,15 +1222,8 @@ static int cuda_synchronize(ka_backend_ctx *ctx) {
   return KA_OK;
 }
 
-static int cuda_cmp_ready(ka_backend_ctx *ctx);
-static int cuda_trusted_launch(ka_backend_ctx *ctx, const char *name, uint64_t n, ka_arg *args,
-                               int nargs);
-
 /* Evicts L2: resets persisting-L2 lines (where supported), writes the whole flush
- * buffer (2x L2) with a byte that differs from the previous call, and waits. With
- * KA_CUDA_FLUSH=read in the environment (an experiment of issue 15) it reads the buffer
- * instead (ka_trusted_flush), so that no dirty line of the flush is written back during
- * the timed call that follows. */
+ * buffer (2x L2) with a byte that differs from the previous call, and waits. */
 static int cuda_flush_cache(ka_backend_ctx *ctx) {
   int rc = cuda_enter(ctx, "flush_cache");
   if (rc != KA_OK) return rc;
@@ -1244,21 +1234,10 @@ static int cuda_flush_cache(ka_backend_ctx *ctx) {
       return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuCtxResetPersistingL2Cache");
   }
   unsigned char v = (unsigned char)(++ctx->flush_seq);
-  if (ctx->flush_read) {
-    if ((rc = cuda_cmp_ready(ctx)) != KA_OK) return rc;
-    ka_arg args[4] = {{.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->flush},
-                      {.kind = KA_ARG_I64, .v.i64 = (int64_t)(ctx->flush_bytes / 16)},
-                      {.kind = KA_ARG_I64, .v.i64 = (int64_t)(0x6b61666c75736800ULL | v)},
-                      {.kind = KA_ARG_PTR, .v.ptr = (ka_devptr)ctx->cmp_flag + 40}};
-    if ((rc = cuda_trusted_launch(ctx, KA_TRUSTED_FLUSH_NAME, ctx->flush_bytes / 16, args, 4)) !=
-        KA_OK)
-      return rc;
-  } else {
-    cr = cuda_drv.f.MemsetD8Async(ctx->flush, v, ctx->flush_bytes, ctx->stream);
-    if (cr != CUDA_SUCCESS)
-      return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD8Async(flush, %zu bytes)",
-                       ctx->flush_bytes);
-  }
+  cr = cuda_drv.f.MemsetD8Async(ctx->flush, v, ctx->flush_bytes, ctx->stream);
+  if (cr != CUDA_SUCCESS)
+    return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuMemsetD8Async(flush, %zu bytes)",
+                     ctx->flush_bytes);
   cr = cuda_drv.f.StreamSynchronize(ctx->stream);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamSynchronize");
   return KA_OK;

@@ -770,20 +770,3 @@ extern "C" __global__ void ka_trusted_close(const unsigned char *want, const uns
     atomicMin(&out[1], first);
   }
 }
-
-/* ---- the cache flush by reads ---------------------------------------------------- */
-
-/* Reads the nc 16-byte chunks at p (the flush buffer), so that L2 holds clean lines of it
- * and none of the staged tensors (KA_CUDA_FLUSH=read, backend_cuda.c): unlike a memset,
- * nothing dirty is left for the next timed call to write back. *sink is written only if
- * the xor of every chunk equals never (a value the host draws per call), which keeps the
- * loads from being optimized away. */
-extern "C" __global__ void ka_trusted_flush(const ka_u128 *p, ka_u64 nc, ka_u64 never,
-                                            ka_u64 *sink) {
-  ka_u64 acc = 0;
-  KA_FOR_CHUNKS(nc, {
-    ka_u128 c = p[k];
-    acc ^= c.lo ^ c.hi;
-  });
-  if (acc == never) *sink = acc;
-}

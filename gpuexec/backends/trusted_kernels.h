@@ -36,9 +36,6 @@
  * poison under pkey), out[1] lowered to the first such index (the caller sets out[0] =
  * 0, out[1] = ~0).
  *
- * ka_trusted_flush(p, nc, never, sink): reads the nc 16-byte chunks at p (the cache
- * flush by reads); writes *sink only if their xor equals never.
- *
  * Speed (issue 15): where the buffers are 16-byte aligned, fill, sum, absmax and close
  * move 16-byte chunks per thread (specialized by dtype and dist at compile time); the
  * rest and unaligned buffers go element by element. Both paths give the same results. */
@@ -57,16 +54,15 @@ static const char *const ka_trusted_cmp_names[KA_TRUSTED_CMP_WIDTHS]
                                "ka_trusted_cmp_u64", "ka_trusted_cmp_u128"};
 /* Every kernel of trusted_kernels.cu: the compares, the checksum, the generator, the
  * largest magnitude and the comparison with tolerance. */
-#define KA_TRUSTED_NKERNELS (KA_TRUSTED_CMP_WIDTHS + 5)
+#define KA_TRUSTED_NKERNELS (KA_TRUSTED_CMP_WIDTHS + 4)
 #define KA_TRUSTED_SUM_NAME "ka_trusted_sum"
 #define KA_TRUSTED_FILL_NAME "ka_trusted_fill"
 #define KA_TRUSTED_ABSMAX_NAME "ka_trusted_absmax"
 #define KA_TRUSTED_CLOSE_NAME "ka_trusted_close"
-#define KA_TRUSTED_FLUSH_NAME "ka_trusted_flush"
-static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS] __attribute__((unused)) = {
-    "ka_trusted_cmp_u8",   "ka_trusted_cmp_u16", "ka_trusted_cmp_u32", "ka_trusted_cmp_u64",
-    "ka_trusted_cmp_u128", KA_TRUSTED_SUM_NAME,  KA_TRUSTED_FILL_NAME, KA_TRUSTED_ABSMAX_NAME,
-    KA_TRUSTED_CLOSE_NAME, KA_TRUSTED_FLUSH_NAME};
+static const char *const ka_trusted_kernel_names[KA_TRUSTED_NKERNELS]
+    __attribute__((unused)) = {"ka_trusted_cmp_u8",  "ka_trusted_cmp_u16",   "ka_trusted_cmp_u32",
+                               "ka_trusted_cmp_u64", "ka_trusted_cmp_u128",  KA_TRUSTED_SUM_NAME,
+                               KA_TRUSTED_FILL_NAME, KA_TRUSTED_ABSMAX_NAME, KA_TRUSTED_CLOSE_NAME};
 
 static inline uint64_t ka_trusted_mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ULL;

@@ -294,7 +294,6 @@ static void wk_runner_env(char **env, int max, char *storage, size_t slen, const
                                "KA_TRITON_SITE",
                                "KA_TRITON_VERSION",
                                "KA_TRITON_CACHE",
-                               "KA_CUDA_FLUSH", /* flush_cache by reads (backend_cuda.c) */
                                NULL};
   int n = 0;
   size_t used = 0;
