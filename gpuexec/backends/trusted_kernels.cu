@@ -414,7 +414,7 @@ __device__ __forceinline__ float ka_sqrt_approx(float x) {
  * C++ Programming Guide, "Intrinsic Functions": __logf, __sincosf). Not the host's bits:
  * for the inputs of timed calls only, which never leave the device (their outputs are
  * verified against the baseline's on the same inputs). u1 in (0, 1], so the logarithm
- * is finite and its negation at least 0. Each operation rounded once (no contraction,
+ * is finite; its negation is clamped at 0. Each operation rounded once (no contraction,
  * whatever the compiler's flags), so that a draw and its check agree bit for bit. */
 __device__ __forceinline__ void ka_fast_normal4(ka_u64 j, int dt, float a, float b, ka_u64 key,
                                                 ka_u64 *v) {
@@ -424,7 +424,9 @@ __device__ __forceinline__ void ka_fast_normal4(ka_u64 j, int dt, float a, float
   for (int h = 0; h < 2; h++) {
     float u1 = ((float)(x[2 * h] >> 8) + 1.0f) * 5.9604644775390625e-8f; /* 2^-24 */
     float u2 = (float)(x[2 * h + 1] >> 8) * 5.9604644775390625e-8f;
-    float r = __fmul_rn(b, ka_sqrt_approx(__fmul_rn(-2.0f, __logf(u1)))), sn, cs;
+    /* __logf's absolute error (about 2^-22) exceeds |ln u1| just below 1: clamped, so
+     * that the square root never sees a negative (review) */
+    float r = __fmul_rn(b, ka_sqrt_approx(fmaxf(0.0f, __fmul_rn(-2.0f, __logf(u1))))), sn, cs;
     __sincosf(__fmul_rn(6.2831853071795865f, u2), &sn, &cs);
     float f0 = __fadd_rn(a, __fmul_rn(r, cs)), f1 = __fadd_rn(a, __fmul_rn(r, sn));
     v[2 * h] = dt == 0 ? __float_as_uint(f0) : dt == 2 ? ka_f2h(f0) : ka_f2bf(f0);
