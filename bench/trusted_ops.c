@@ -3,7 +3,9 @@
  * followed by what the runner does next (a synchronize where it waits), over 16M and 64M
  * float elements. Prints one table; asserts nothing (a benchmark, not a test).
  *   device run: build/bin/trusted_ops_bench          (carry: build/bin)
- * KA_BACKEND_PATH may name the folder of ka_backend_cuda.so (default: next to it). */
+ * KA_BACKEND_PATH may name the folder of ka_backend_cuda.so (default: next to it), so one
+ * binary times an older backend beside the new one:
+ *   for b in build-old/bin build/bin; do KA_BACKEND_PATH=$b build/bin/trusted_ops_bench; done */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
