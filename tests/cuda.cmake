@@ -18,3 +18,8 @@ set_tests_properties(nvrtc_compile PROPERTIES TIMEOUT 300
 add_executable(trusted_ops_bench ${PROJECT_SOURCE_DIR}/bench/trusted_ops.c)
 target_link_libraries(trusted_ops_bench PRIVATE ka_exec)
 add_dependencies(trusted_ops_bench ka_backend_cuda)
+
+# bench/timer_noise.c: the noise the timer adds to a timed call (run on a GPU machine).
+add_executable(timer_noise_bench ${PROJECT_SOURCE_DIR}/bench/timer_noise.c)
+target_link_libraries(timer_noise_bench PRIVATE ka_exec m)
+add_dependencies(timer_noise_bench ka_backend_cuda)

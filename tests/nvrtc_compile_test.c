@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend.h"
 #include "ka_check.h"
@@ -647,6 +648,59 @@ static void check_image(const ka_backend_ops *be) {
   free(img);
 }
 
+/* The timer's gate (backend_cuda.c cuda_timer_start): the device runs a timed call's
+ * launches back to back, so host time between queuing them is not in the interval (8
+ * empty launches 200 us apart on the host: well under 1.4 ms on the device); a launch
+ * that fails between timer_start and timer_stop leaves no stream waiting on the gate
+ * (the next synchronize returns, the next timed call works). */
+static void check_device_timer_gate(const ka_backend_ops *be, ka_backend_ctx *ctx) {
+  static const char text[] = "extern \"C\" __global__ void empty(void) {}\n";
+  ka_source src = src_of("empty.cu", text);
+  const char *kernels[] = {"empty"};
+  ka_compile_req req = {.language = "cuda",
+                        .sources = &src,
+                        .nsources = 1,
+                        .kernels = kernels,
+                        .nkernels = 1,
+                        .workdir = "/tmp",
+                        .timeout_s = 60};
+  ka_module *m = NULL;
+  char *log = NULL, err[512] = "";
+  int rc = be->compile(ctx, &req, &m, &log, err, sizeof err);
+  free(log);
+  check(rc == KA_OK, "timer gate: compile", "%s", rc ? err : "ok");
+  if (rc) return;
+  ka_launch l = {.kernel = "empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+  double ms = -1, t0 = ka_now_s();
+  rc = be->timer_start(ctx);
+  for (int i = 0; i < 8 && rc == KA_OK; i++) {
+    if (i) {
+      struct timespec ts = {0, 200 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    rc = be->launch(ctx, m, &l);
+  }
+  if (rc == KA_OK) rc = be->timer_stop(ctx, &ms);
+  double wall = (ka_now_s() - t0) * 1e3;
+  check(rc == KA_OK && ms > 0 && ms < 0.35 && wall >= 1.4, "timer gate: host gaps not timed",
+        "8 launches 200 us apart: device %.4f ms, host %.3f ms%s%s", ms, wall, rc ? ": " : "",
+        rc ? be->last_error(ctx) : "");
+  ka_launch bad = {.kernel = "no_such_kernel", .grid = {1, 1, 1}, .block = {32, 1, 1}};
+  rc = be->timer_start(ctx);
+  int lrc = rc == KA_OK ? be->launch(ctx, m, &bad) : rc;
+  int src2 = be->synchronize(ctx);
+  check(rc == KA_OK && lrc != KA_OK && src2 == KA_OK, "timer gate: failed launch",
+        "timer_start %d, bad launch %d, synchronize after it %d (no wait left on the gate)", rc,
+        lrc, src2);
+  ms = -1;
+  rc = be->timer_start(ctx);
+  if (rc == KA_OK) rc = be->launch(ctx, m, &l);
+  if (rc == KA_OK) rc = be->timer_stop(ctx, &ms);
+  check(rc == KA_OK && ms > 0, "timer gate: timed call after a failed one", "%.4f ms%s%s", ms,
+        rc ? ": " : "", rc ? be->last_error(ctx) : "");
+  be->module_free(ctx, m);
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: %s <tasks folder>\n", argv[0]);
@@ -675,6 +729,7 @@ int main(int argc, char **argv) {
     if (rc == KA_OK) check_device_staging(be, ctx);
     if (rc == KA_OK) check_device_fill(be, ctx);
     if (rc == KA_OK) check_device_fast_normal(be, ctx);
+    if (rc == KA_OK) check_device_timer_gate(be, ctx);
     be->close(ctx);
   } else {
     check(rc == KA_OK && count == 0 && err[0], "device_count", "0 devices, reason: %s", err);

@@ -79,6 +79,9 @@ _Static_assert(KA_FILL_POISON == KA_TRUSTED_POISON && KA_GEN_POISON == KA_TRUSTE
   X(MemAlloc, cuMemAlloc_v2, 1)                                \
   X(MemAllocHost, cuMemAllocHost_v2, 0)                        \
   X(MemFreeHost, cuMemFreeHost, 0)                             \
+  X(MemHostAlloc, cuMemHostAlloc, 0)                           \
+  X(MemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, 0)  \
+  X(StreamWaitValue32, cuStreamWaitValue32_v2, 0)              \
   X(MemFree, cuMemFree_v2, 1)                                  \
   X(MemcpyHtoD, cuMemcpyHtoD_v2, 1)                            \
   X(MemcpyDtoH, cuMemcpyDtoH_v2, 1)                            \
@@ -166,6 +169,14 @@ struct ka_backend_ctx {
   size_t flush_bytes;
   unsigned flush_seq;
   int timer_running;
+  /* The timer's gate (cuda_timer_start): a word of page-locked host memory the stream
+   * waits on before the start event, so that every launch of a timed call is queued
+   * before the device reaches the start event. NULL when the driver lacks stream memory
+   * operations or the allocation failed; the timer then runs ungated. */
+  volatile uint32_t *gate_host;
+  CUdeviceptr gate_dev;
+  uint32_t gate_seq;
+  int gate_armed; /* the stream waits for gate_seq: released by cuda_gate_release */
   char arch[32];
   char pci_bus_id[32];
   int nvml_state; /* 0 not tried, 1 handle valid, -1 unavailable */
@@ -433,11 +444,28 @@ static int cuda_seterr(ka_backend_ctx *ctx, int code, const char *fmt, ...) {
 }
 
 /* Makes ctx current on the calling thread. */
-static int cuda_enter(ka_backend_ctx *ctx, const char *op) {
+static int cuda_enter_queued(ka_backend_ctx *ctx, const char *op) {
   if (!ctx) return KA_EINVAL;
   CUresult rc = cuda_drv.f.CtxSetCurrent(ctx->cu);
   if (rc != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, rc, KA_EINVAL, "%s: cuCtxSetCurrent", op);
   return KA_OK;
+}
+
+/* Opens the timer's gate if it is armed: the stream's wait (cuda_timer_start) ends and
+ * the device runs what was queued behind it. The store is ordered after every earlier
+ * write of this thread (release), and the device reads the word over the bus. */
+static void cuda_gate_release(ka_backend_ctx *ctx) {
+  if (!ctx->gate_armed) return;
+  __atomic_store_n(ctx->gate_host, ctx->gate_seq, __ATOMIC_RELEASE);
+  ctx->gate_armed = 0;
+}
+
+/* Makes ctx's context current for op and opens the timer's gate if it is armed: every
+ * op but launch and timer_stop may wait for the stream, which must not wait on the gate
+ * then (a launch failed between timer_start and timer_stop, say). KA_OK or KA_EINVAL. */
+static int cuda_enter(ka_backend_ctx *ctx, const char *op) {
+  if (ctx) cuda_gate_release(ctx);
+  return cuda_enter_queued(ctx, op);
 }
 
 /* ---- ops */
@@ -461,6 +489,28 @@ static int cuda_device_count(int *count, char *err, size_t errlen) {
 
 static void cuda_close(ka_backend_ctx *ctx);
 static void cuda_module_free(ka_backend_ctx *ctx, ka_module *m);
+
+/* Allocates the timer's gate (ctx->gate_host, one word of page-locked host memory the
+ * device can read) when the driver has stream memory operations (cuStreamWaitValue32,
+ * every device of CUDA 12 and later); otherwise the timer stays ungated. Call with ctx's
+ * context current. */
+static void cuda_gate_open(ka_backend_ctx *ctx) {
+  if (!cuda_drv.f.StreamWaitValue32 || !cuda_drv.f.MemHostAlloc ||
+      !cuda_drv.f.MemHostGetDevicePointer || !cuda_drv.f.MemFreeHost)
+    return;
+  void *p = NULL;
+  if (cuda_drv.f.MemHostAlloc(&p, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
+      CUDA_SUCCESS)
+    return;
+  CUdeviceptr d = 0;
+  if (cuda_drv.f.MemHostGetDevicePointer(&d, p, 0) != CUDA_SUCCESS) {
+    cuda_drv.f.MemFreeHost(p);
+    return;
+  }
+  ctx->gate_host = p;
+  ctx->gate_dev = d;
+  *ctx->gate_host = ctx->gate_seq = 0;
+}
 
 /* Opens device index: retains its primary context, makes it current, creates one
  * stream (blocking with respect to the legacy default stream, so synchronous copies
@@ -521,6 +571,7 @@ static int cuda_open(int index, ka_backend_ctx **out, char *err, size_t errlen) 
   if (cuda_drv.f.CtxSetLimit) cuda_drv.f.CtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0);
   op = "cuMemAlloc(flush buffer)";
   if ((cr = cuda_drv.f.MemAlloc(&ctx->flush, ctx->flush_bytes)) != CUDA_SUCCESS) goto fail;
+  cuda_gate_open(ctx);
   if (cuda_drv.f.DeviceGetPCIBusId(ctx->pci_bus_id, (int)sizeof ctx->pci_bus_id, ctx->dev) !=
       CUDA_SUCCESS)
     ctx->pci_bus_id[0] = '\0';
@@ -539,6 +590,7 @@ static void cuda_close(ka_backend_ctx *ctx) {
   if (!ctx) return;
   if (ctx->cu) {
     cuda_drv.f.CtxSetCurrent(ctx->cu);
+    cuda_gate_release(ctx);
     if (ctx->cmp) cuda_module_free(ctx, ctx->cmp);
     if (ctx->cmp_flag) cuda_drv.f.MemFree(ctx->cmp_flag);
     if (ctx->cmp_host && cuda_drv.f.MemFreeHost) cuda_drv.f.MemFreeHost(ctx->cmp_host);
@@ -546,6 +598,7 @@ static void cuda_close(ka_backend_ctx *ctx) {
     if (ctx->ev_stop) cuda_drv.f.EventDestroy(ctx->ev_stop);
     if (ctx->ev_start) cuda_drv.f.EventDestroy(ctx->ev_start);
     if (ctx->stream) cuda_drv.f.StreamDestroy(ctx->stream);
+    if (ctx->gate_host) cuda_drv.f.MemFreeHost((void *)ctx->gate_host);
     cuda_drv.f.CtxSetCurrent(NULL);
     cuda_drv.f.DevicePrimaryCtxRelease(ctx->dev);
   }
@@ -1144,7 +1197,7 @@ static int cuda_memset8(ka_backend_ctx *ctx, ka_devptr dst, uint8_t value, size_
  * unknown kernel or a bad configuration, KA_EDEVICE for a sticky fault of earlier
  * work, KA_EOOM. */
 static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
-  int rc = cuda_enter(ctx, "launch");
+  int rc = cuda_enter_queued(ctx, "launch"); /* behind the timer's gate, if armed */
   if (rc != KA_OK) return rc;
   if (!m || !l || !l->kernel) return cuda_seterr(ctx, KA_ELAUNCH, "launch: no module or kernel");
   if (l->nargs < 0 || l->nargs > CUDA_MAX_ARGS || (l->nargs > 0 && !l->args))
@@ -1560,25 +1613,45 @@ static int cuda_checksum_device(ka_backend_ctx *ctx, ka_devptr p, size_t off, si
   return KA_OK;
 }
 
-/* Records the start event on the stream. */
+/* Records the start event on the stream behind the timer's gate: the stream first waits
+ * (cuStreamWaitValue32) until the host opens the gate, which timer_stop does once the
+ * stop event is queued (any other op opens it too). So the device runs the start event,
+ * every launch of the call and the stop event back to back, and the interval holds the
+ * call's device work only, not the host's time to queue each launch (several
+ * microseconds a launch, with its jitter: ~10% of a 28 us kernel; nvbench holds its
+ * timed launches behind a blocking kernel for the same reason). Ungated (no stream
+ * memory operations): the start event alone, as before. */
 static int cuda_timer_start(ka_backend_ctx *ctx) {
   int rc = cuda_enter(ctx, "timer_start");
   if (rc != KA_OK) return rc;
-  CUresult cr = cuda_drv.f.EventRecord(ctx->ev_start, ctx->stream);
+  CUresult cr;
+  if (ctx->gate_host) {
+    cr = cuda_drv.f.StreamWaitValue32(ctx->stream, ctx->gate_dev, ++ctx->gate_seq,
+                                      CU_STREAM_WAIT_VALUE_GEQ);
+    if (cr != CUDA_SUCCESS)
+      return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamWaitValue32(timer gate)");
+    ctx->gate_armed = 1;
+  }
+  cr = cuda_drv.f.EventRecord(ctx->ev_start, ctx->stream);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuEventRecord(start)");
   ctx->timer_running = 1;
   return KA_OK;
 }
 
-/* Records the stop event, waits for it and returns the elapsed device time between the
- * two events in *ms (milliseconds, ~0.5 us resolution). KA_ESTATE without timer_start. */
+/* Records the stop event, opens the timer's gate, waits for the stop event and returns
+ * the elapsed device time between the two events in *ms (milliseconds, ~0.5 us
+ * resolution). KA_ESTATE without timer_start. */
 static int cuda_timer_stop(ka_backend_ctx *ctx, double *ms) {
   *ms = 0;
-  int rc = cuda_enter(ctx, "timer_stop");
+  int rc = cuda_enter_queued(ctx, "timer_stop");
   if (rc != KA_OK) return rc;
-  if (!ctx->timer_running) return cuda_seterr(ctx, KA_ESTATE, "timer_stop without timer_start");
+  if (!ctx->timer_running) {
+    cuda_gate_release(ctx);
+    return cuda_seterr(ctx, KA_ESTATE, "timer_stop without timer_start");
+  }
   ctx->timer_running = 0;
   CUresult cr = cuda_drv.f.EventRecord(ctx->ev_stop, ctx->stream);
+  cuda_gate_release(ctx);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuEventRecord(stop)");
   cr = cuda_drv.f.EventSynchronize(ctx->ev_stop);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuEventSynchronize");
