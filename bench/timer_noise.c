@@ -3,7 +3,9 @@
  * timer_stop, synchronize), repeated, for a short memory-bound kernel (GELU over 16M
  * fp32, ~28 us on an H200), a plan of 8 short launches (GELU over 1M, ~3 us each) and
  * 16 empty launches with the host sleeping 50 us between them (what the host's time to
- * queue a launch does to the interval, made large). Prints one table; asserts nothing (a
+ * queue a launch does to the interval, made large); the GELU rows again with L2 evicted by
+ * reading a buffer of the flush's size instead of flush_cache's memset (which leaves L2
+ * full of dirty lines the timed kernel writes back). Prints one table; asserts nothing (a
  * benchmark, not a test).
  *
  * Columns: median and minimum device time per call (us); spread, the 10th to 90th
@@ -37,14 +39,26 @@ static const char *src_text =
     "  if (i < n) { float v = x[i];\n"
     "    y[i] = 0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))); }\n"
     "}\n"
-    "extern \"C\" __global__ void empty(void) {}\n";
+    "extern \"C\" __global__ void empty(void) {}\n"
+    "extern \"C\" __global__ void flushread(const uint4 *p, long long n, unsigned *sink) {\n"
+    "  unsigned a = 0;\n"
+    "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "       i += (long long)gridDim.x * blockDim.x) { uint4 v = p[i]; a ^= v.x ^ v.y ^ v.z ^ v.w; "
+    "}\n"
+    "  if (a == 0x9e3779b9u) *sink = a;\n"
+    "}\n";
 
 typedef struct shape {
   const char *name;
   int64_t n;        /* elements per launch (0: the empty kernel) */
   int launches;     /* launches per call */
   long host_gap_us; /* host sleep between launches */
+  int read_flush;   /* 1: evict L2 by reading a buffer (no dirty lines left), not flush_cache */
 } shape;
+
+/* The buffer a read flush reads: the backend's flush size (twice L2), and a sink word. */
+static ka_devptr flush_buf, flush_sink;
+static size_t flush_len;
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -67,7 +81,21 @@ static int timed_call(const ka_backend_ops *be, ka_backend_ctx *ctx, ka_module *
                  .block = {sh->n ? 256 : 32, 1, 1},
                  .args = sh->n ? args : NULL,
                  .nargs = sh->n ? 3 : 0};
-  int rc = be->flush_cache(ctx);
+  int rc;
+  if (sh->read_flush) {
+    ka_arg fa[3] = {{.kind = KA_ARG_PTR, .v.ptr = flush_buf},
+                    {.kind = KA_ARG_I64, .v.i64 = (int64_t)(flush_len / 16)},
+                    {.kind = KA_ARG_PTR, .v.ptr = flush_sink}};
+    ka_launch fl = {.kernel = "flushread",
+                    .grid = {132 * 8, 1, 1},
+                    .block = {256, 1, 1},
+                    .args = fa,
+                    .nargs = 3};
+    rc = be->launch(ctx, m, &fl);
+    if (rc == KA_OK) rc = be->synchronize(ctx);
+  } else {
+    rc = be->flush_cache(ctx);
+  }
   if (rc == KA_OK) rc = be->timer_start(ctx);
   for (int i = 0; i < sh->launches && rc == KA_OK; i++) {
     if (i && sh->host_gap_us) sleep_us(sh->host_gap_us);
@@ -107,7 +135,7 @@ static int run_shape(const ka_backend_ops *be, ka_backend_ctx *ctx, ka_module *m
   double med = sorted[CALLS / 2];
   double spread = (sorted[CALLS * 9 / 10] - sorted[CALLS / 10]) / med * 100;
   double reps = (sd / 1e-3) * (sd / 1e-3);
-  printf("%-34s %9.2f %9.2f %8.2f %8.3f %8.0f %9.1f\n", sh->name, med, sorted[0], spread, sd * 100,
+  printf("%-38s %9.2f %9.2f %8.2f %8.3f %8.0f %9.1f\n", sh->name, med, sorted[0], spread, sd * 100,
          reps, isinf(quantum) ? 0 : quantum * 1e3);
   return 0;
 }
@@ -125,12 +153,12 @@ int main(void) {
     return 1;
   }
   ka_source src = {.name = "gelu.cu", .text = src_text, .len = strlen(src_text)};
-  const char *kernels[] = {"gelu", "empty"};
+  const char *kernels[] = {"gelu", "empty", "flushread"};
   ka_compile_req req = {.language = "cuda",
                         .sources = &src,
                         .nsources = 1,
                         .kernels = kernels,
-                        .nkernels = 2,
+                        .nkernels = 3,
                         .workdir = "/tmp",
                         .timeout_s = 60};
   ka_module *m = NULL;
@@ -143,19 +171,23 @@ int main(void) {
   int64_t nmax = (int64_t)1 << 24;
   ka_devptr x, y;
   if (be->mem_alloc(ctx, (size_t)nmax * 4, &x) || be->mem_alloc(ctx, (size_t)nmax * 4, &y) ||
-      be->memset8(ctx, x, 0x3c, (size_t)nmax * 4)) {
+      be->memset8(ctx, x, 0x3c, (size_t)nmax * 4) || !be->flush_bytes ||
+      be->flush_bytes(ctx, &flush_len) || be->mem_alloc(ctx, flush_len, &flush_buf) ||
+      be->mem_alloc(ctx, 64, &flush_sink) || be->memset8(ctx, flush_buf, 1, flush_len)) {
     fprintf(stderr, "timer_noise_bench: out of device memory\n");
     return 1;
   }
   static const shape shapes[] = {
-      {"gelu 16M fp32, 1 launch", (int64_t)1 << 24, 1, 0},
-      {"gelu 1M fp32, 8 launches", (int64_t)1 << 20, 8, 0},
-      {"empty, 16 launches, host 50us apart", 0, 16, 50},
+      {"gelu 16M fp32, 1 launch", (int64_t)1 << 24, 1, 0, 0},
+      {"gelu 16M fp32, read flush", (int64_t)1 << 24, 1, 0, 1},
+      {"gelu 1M fp32, 8 launches", (int64_t)1 << 20, 8, 0, 0},
+      {"gelu 1M fp32, 8 launches, read flush", (int64_t)1 << 20, 8, 0, 1},
+      {"empty, 16 launches, host 50us apart", 0, 16, 50, 0},
   };
   const char *where = getenv("KA_BACKEND_PATH");
   printf("backend: %s (%d calls per row)\n", where && where[0] ? where : "(next to the binary)",
          CALLS);
-  printf("%-34s %9s %9s %8s %8s %8s %9s\n", "timed call", "median_us", "min_us", "spread%",
+  printf("%-38s %9s %9s %8s %8s %8s %9s\n", "timed call", "median_us", "min_us", "spread%",
          "pair_sd%", "reps", "quantum_ns");
   int rc = 0;
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
@@ -164,6 +196,7 @@ int main(void) {
       rc = 1;
     }
   be->mem_free(ctx, x), be->mem_free(ctx, y);
+  be->mem_free(ctx, flush_buf), be->mem_free(ctx, flush_sink);
   be->module_free(ctx, m);
   be->close(ctx);
   return rc;

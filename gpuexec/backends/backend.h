@@ -166,7 +166,9 @@ typedef struct ka_backend_ops {
   int (*flush_cache)(ka_backend_ctx *ctx);
   /* Marks the start / end of a timed interval on the stream; timer_stop waits and
    * returns the elapsed time in milliseconds (device events on GPUs,
-   * CLOCK_MONOTONIC on host). */
+   * CLOCK_MONOTONIC on host). Between the two only launch may be called: cuda holds
+   * the launches back until timer_stop (its gate), so that the device runs them back to
+   * back; any other op opens the gate first. */
   int (*timer_start)(ka_backend_ctx *ctx);
   int (*timer_stop)(ka_backend_ctx *ctx, double *ms);
 

@@ -1626,6 +1626,9 @@ static int cuda_timer_start(ka_backend_ctx *ctx) {
   if (rc != KA_OK) return rc;
   CUresult cr;
   if (ctx->gate_host) {
+    /* closed again first: a word a kernel of an earlier call overwrote (it is in the
+     * context's address space) cannot leave this call's gate open */
+    __atomic_store_n(ctx->gate_host, ctx->gate_seq, __ATOMIC_RELEASE);
     cr = cuda_drv.f.StreamWaitValue32(ctx->stream, ctx->gate_dev, ++ctx->gate_seq,
                                       CU_STREAM_WAIT_VALUE_GEQ);
     if (cr != CUDA_SUCCESS)

@@ -828,19 +828,28 @@ static int rn_verify_kept(rn_cx *x) {
 
 /* ---- timed calls ---------------------------------------------------------------- */
 
+/* The sample standard deviation of the log speedup (baseline over candidate time) over
+ * the first n repetitions: the per-rep noise the stopping rule sees. 0 for n < 2; NaN
+ * when a time is 0 or not finite. */
+static double rn_log_speedup_sd(const rn_cx *x, int n) {
+  if (n < 2) return 0;
+  double sum = 0, sq = 0;
+  for (int r = 0; r < n; r++) {
+    double l = log(x->ms[0][r] / x->ms[1][r]);
+    if (!isfinite(l)) return NAN;
+    sum += l, sq += l * l;
+  }
+  double mean = sum / n, var = (sq - n * mean * mean) / (n - 1);
+  return sqrt(var > 0 ? var : 0);
+}
+
 /* Whether the timed calls may stop after n repetitions (see RN_RSE_TARGET). */
 static int rn_enough(const rn_cx *x, int n, double timed_wall_s) {
   if (n < x->reps_min) return 0;
   double budget = x->job->timed_budget_s > 0 ? x->job->timed_budget_s : RN_TIMED_BUDGET_S;
   if (n >= x->reps_max || timed_wall_s >= budget) return 1;
-  double sum = 0, sq = 0;
-  for (int r = 0; r < n; r++) {
-    double l = log(x->ms[0][r] / x->ms[1][r]);
-    if (!isfinite(l)) return 0;
-    sum += l, sq += l * l;
-  }
-  double mean = sum / n, var = (sq - n * mean * mean) / (n - 1 > 0 ? n - 1 : 1);
-  return sqrt(var > 0 ? var : 0) / sqrt((double)n) <= RN_RSE_TARGET;
+  double sd = rn_log_speedup_sd(x, n);
+  return isfinite(sd) && sd / sqrt((double)n) <= RN_RSE_TARGET;
 }
 
 /* Holds the device lock exclusive for the timed calls' slice: a slice begins when the
@@ -1185,14 +1194,15 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
   if (rc == KA_OK && x->kept) rc = rn_verify_kept(x);
   if (rc == KA_OK) {
     ka_sb_printf(&s->log,
-                 "[kernelarena] case %s phases (%s staging, fresh inputs, %d calls, %d reps): "
+                 "[kernelarena] case %s phases (%s staging, fresh inputs, %d calls, %d reps, "
+                 "log-speedup sd %.2f%%): "
                  "setup %.1f ms, trial %.1f ms, staging %.1f ms, cache flush %.1f ms, calls "
                  "%.1f ms, checks %.1f ms, verification %.1f ms, device lock waits %.1f ms, "
                  "case %.1f ms\n",
                  x->c.name, x->dev ? "device" : "host", 2 * (x->warm + x->reps) + x->verified,
-                 x->reps, x->ph_setup * 1e3, x->ph_trial * 1e3, x->ph_stage * 1e3,
-                 x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3, x->ph_verify * 1e3,
-                 (s->lock.waited_s - waited0) * 1e3, (ka_now_s() - t0) * 1e3);
+                 x->reps, rn_log_speedup_sd(x, x->reps) * 100, x->ph_setup * 1e3, x->ph_trial * 1e3,
+                 x->ph_stage * 1e3, x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3,
+                 x->ph_verify * 1e3, (s->lock.waited_s - waited0) * 1e3, (ka_now_s() - t0) * 1e3);
     ka_sb_printf(&s->log,
                  "[kernelarena] case %s setup: maps %.1f ms, device buffers %.1f ms, output "
                  "copies %.1f ms; trial: staging %.1f ms, run %.1f ms, input checks %.1f ms, "
