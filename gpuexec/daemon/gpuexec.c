@@ -37,8 +37,16 @@
 /* default --adaptive-reps: timed calls up to 10x the job's reps while the estimate is
  * unstable (runner_case.c RN_RSE_TARGET) */
 #define GX_ADAPTIVE_REPS 10
-/* default --ref-cache-mb (refcache.h): gelu's two cases hold about 1 GiB */
+/* --ref-cache-mb when the machine's memory is unknown (refcache.h): gelu's two cases
+ * hold about 0.6 GiB a seed */
 #define GX_REF_CACHE_MB 4096
+/* default --ref-cache-mb: this share of the machine's physical memory, at least
+ * GX_REF_CACHE_MIN_MB. One entry per (task, case, input seed) in flight: on the H200
+ * 16 gelu episodes each with its own seed ran at 1.52 steps/s with 4096 MiB (references
+ * evicted and recomputed, 1.3-2.5 s of host work each) and 2.44 with 32768
+ * (docs/benchmarks/2026-12-03-session22-h200.md) */
+#define GX_REF_CACHE_SHARE 4
+#define GX_REF_CACHE_MIN_MB 1024
 /* default --jobs-per-device: evaluations in flight per GPU; their compiles, staging,
  * checks and judging overlap while timed calls stay alone on the device (devlock.h) */
 #define GX_JOBS_PER_DEVICE 4
@@ -516,6 +524,16 @@ static int gx_triton(const ka_registry *reg, const char *exedir, const char *cac
   return state;
 }
 
+/* The default --ref-cache-mb: 1/GX_REF_CACHE_SHARE of the physical memory (sysconf), at
+ * least GX_REF_CACHE_MIN_MB; GX_REF_CACHE_MB when the memory is unknown. */
+static int gx_default_ref_cache_mb(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return GX_REF_CACHE_MB;
+  double mb = (double)pages * (double)page / GX_REF_CACHE_SHARE / (1 << 20);
+  if (mb > (double)(1L << 24)) mb = (double)(1L << 24);
+  return mb < GX_REF_CACHE_MIN_MB ? GX_REF_CACHE_MIN_MB : (int)mb;
+}
+
 static void gx_usage(FILE *f) {
   fprintf(
       f,
@@ -532,7 +550,8 @@ static void gx_usage(FILE *f) {
       "                   speedup estimate is unstable (default %d, or KA_ADAPTIVE_REPS;\n"
       "                   1: exactly the job's reps; GPU backends only)\n"
       "  --ref-cache-mb N   memory for correctness inputs and reference outputs kept\n"
-      "                   across the steps of an episode (default %d MiB; 0: none)\n"
+      "                   across the steps of an episode (default a quarter of this\n"
+      "                   machine's memory, here %d MiB; 0: none)\n"
       "  --no-pool        start each job's runner when the job comes (default: one\n"
       "                   runner per GPU evaluation slot is started ahead, its context open)\n"
       "  --no-prefetch    take no reference prefetches (default: an idle worker takes the\n"
@@ -570,7 +589,7 @@ static void gx_usage(FILE *f) {
       "  --tls-server-name NAME  the name the server's certificate must carry (default:\n"
       "                   the host of --server)\n"
       "  --verbose        log every job\n",
-      GX_ADAPTIVE_REPS, GX_REF_CACHE_MB, GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
+      GX_ADAPTIVE_REPS, gx_default_ref_cache_mb(), GX_MAX_JOBS_PER_DEVICE, GX_JOBS_PER_DEVICE,
       GX_TIMED_BUDGET_MS, GX_CALL_LIMIT_S, KA_CMD_PAIRS_MAX);
 }
 
@@ -604,7 +623,7 @@ int main(int argc, char **argv) {
   double hb_interval = GX_HEARTBEAT_S;
   /* KA_ADAPTIVE_REPS: the default of --adaptive-reps (test scripts set 1) */
   const char *ar_env = getenv("KA_ADAPTIVE_REPS");
-  int adaptive = GX_ADAPTIVE_REPS, ref_mb = GX_REF_CACHE_MB, command_pairs = 1;
+  int adaptive = GX_ADAPTIVE_REPS, ref_mb = gx_default_ref_cache_mb(), command_pairs = 1;
   if (ar_env && *ar_env) {
     char *end;
     long v = strtol(ar_env, &end, 10);
