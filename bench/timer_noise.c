@@ -1,7 +1,7 @@
 /* How much noise the cuda backend's timer adds to a timed call (issue 15): the runner's
  * timed call as runner_case.c makes it (flush_cache, timer_start, the plan's launches,
  * timer_stop, synchronize), repeated, for a short memory-bound kernel (GELU over 16M
- * fp32, ~28 us on an H200), a plan of 8 short launches (GELU over 1M, ~3 us each) and
+ * fp32, ~58 us on an H200), a plan of 8 short launches (GELU over 1M, ~3 us each) and
  * 16 empty launches with the host sleeping 50 us between them (what the host's time to
  * queue a launch does to the interval, made large); the GELU rows again with L2 evicted by
  * reading a buffer of the flush's size instead of flush_cache's memset (which leaves L2

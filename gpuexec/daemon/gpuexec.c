@@ -524,12 +524,31 @@ static int gx_triton(const ka_registry *reg, const char *exedir, const char *cac
   return state;
 }
 
-/* The default --ref-cache-mb: 1/GX_REF_CACHE_SHARE of the physical memory (sysconf), at
- * least GX_REF_CACHE_MIN_MB; GX_REF_CACHE_MB when the memory is unknown. */
+/* The memory limit of this process's cgroup in bytes (cgroup v2 memory.max, else v1
+ * memory.limit_in_bytes, as a container sets them), or 0 when none is set or readable. */
+static double gx_cgroup_limit(void) {
+  static const char *const files[] = {"/sys/fs/cgroup/memory.max",
+                                      "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    FILE *f = fopen(files[i], "r");
+    if (!f) continue;
+    double v = 0;
+    int n = fscanf(f, "%lf", &v); /* "max" (no limit) reads as no number */
+    fclose(f);
+    if (n == 1 && v > 0) return v;
+  }
+  return 0;
+}
+
+/* The default --ref-cache-mb: 1/GX_REF_CACHE_SHARE of the physical memory (sysconf) or of
+ * the cgroup's limit where that is lower, at least GX_REF_CACHE_MIN_MB; GX_REF_CACHE_MB
+ * when the memory is unknown. */
 static int gx_default_ref_cache_mb(void) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return GX_REF_CACHE_MB;
-  double mb = (double)pages * (double)page / GX_REF_CACHE_SHARE / (1 << 20);
+  double bytes = (double)pages * (double)page, limit = gx_cgroup_limit();
+  if (limit > 0 && limit < bytes) bytes = limit;
+  double mb = bytes / GX_REF_CACHE_SHARE / (1 << 20);
   if (mb > (double)(1L << 24)) mb = (double)(1L << 24);
   return mb < GX_REF_CACHE_MIN_MB ? GX_REF_CACHE_MIN_MB : (int)mb;
 }
@@ -551,7 +570,7 @@ static void gx_usage(FILE *f) {
       "                   1: exactly the job's reps; GPU backends only)\n"
       "  --ref-cache-mb N   memory for correctness inputs and reference outputs kept\n"
       "                   across the steps of an episode (default a quarter of this\n"
-      "                   machine's memory, here %d MiB; 0: none)\n"
+      "                   machine's memory or memory limit, here %d MiB; 0: none)\n"
       "  --no-pool        start each job's runner when the job comes (default: one\n"
       "                   runner per GPU evaluation slot is started ahead, its context open)\n"
       "  --no-prefetch    take no reference prefetches (default: an idle worker takes the\n"

@@ -897,6 +897,9 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now, int inputs) {
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK && r >= 0) rc = s->be->timer_stop(s->ctx, &dms);
   if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
+  /* a launch failed: what it queued before runs now, under the call limit and the hold
+   * (cuda: synchronize opens the timer's gate) */
+  else s->be->synchronize(s->ctx);
   double w1 = ka_now_s();
   rn_work_end(s);
   x->ph_calls += w1 - w0;
