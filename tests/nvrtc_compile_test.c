@@ -650,7 +650,8 @@ static void check_image(const ka_backend_ops *be) {
 
 /* The timer's gate (backend_cuda.c cuda_timer_start): the device runs a timed call's
  * launches back to back, so host time between queuing them is not in the interval (8
- * empty launches 200 us apart on the host: well under 1.4 ms on the device); a launch
+ * empty launches 200 us apart on the host: well under 1.4 ms on the device), except in
+ * the call with the kernel's first launch in the context (at least 1.4 ms); a launch
  * that fails between timer_start and timer_stop leaves no stream waiting on the gate
  * (the next synchronize returns, the next timed call works). */
 static void check_device_timer_gate(const ka_backend_ops *be, ka_backend_ctx *ctx) {
@@ -671,20 +672,26 @@ static void check_device_timer_gate(const ka_backend_ops *be, ka_backend_ctx *ct
   check(rc == KA_OK, "timer gate: compile", "%s", rc ? err : "ok");
   if (rc) return;
   ka_launch l = {.kernel = "empty", .grid = {1, 1, 1}, .block = {32, 1, 1}};
-  double ms = -1, t0 = ka_now_s();
-  rc = be->timer_start(ctx);
-  for (int i = 0; i < 8 && rc == KA_OK; i++) {
-    if (i) {
-      struct timespec ts = {0, 200 * 1000};
-      nanosleep(&ts, NULL);
+  /* the kernel's first launch in the context runs ungated (the driver may wait for the
+   * stream to load it): the host's gaps are in that call's time; from the second on not */
+  for (int pass = 0; pass < 2; pass++) {
+    double ms = -1, t0 = ka_now_s();
+    rc = be->timer_start(ctx);
+    for (int i = 0; i < 8 && rc == KA_OK; i++) {
+      if (i) {
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+      }
+      rc = be->launch(ctx, m, &l);
     }
-    rc = be->launch(ctx, m, &l);
+    if (rc == KA_OK) rc = be->timer_stop(ctx, &ms);
+    double wall = (ka_now_s() - t0) * 1e3;
+    int want = pass ? ms > 0 && ms < 0.35 : ms >= 1.4;
+    check(rc == KA_OK && want && wall >= 1.4,
+          pass ? "timer gate: host gaps not timed" : "timer gate: a first launch runs ungated",
+          "8 launches 200 us apart: device %.4f ms, host %.3f ms%s%s", ms, wall, rc ? ": " : "",
+          rc ? be->last_error(ctx) : "");
   }
-  if (rc == KA_OK) rc = be->timer_stop(ctx, &ms);
-  double wall = (ka_now_s() - t0) * 1e3;
-  check(rc == KA_OK && ms > 0 && ms < 0.35 && wall >= 1.4, "timer gate: host gaps not timed",
-        "8 launches 200 us apart: device %.4f ms, host %.3f ms%s%s", ms, wall, rc ? ": " : "",
-        rc ? be->last_error(ctx) : "");
   ka_launch bad = {.kernel = "no_such_kernel", .grid = {1, 1, 1}, .block = {32, 1, 1}};
   rc = be->timer_start(ctx);
   int lrc = rc == KA_OK ? be->launch(ctx, m, &bad) : rc;
@@ -692,7 +699,7 @@ static void check_device_timer_gate(const ka_backend_ops *be, ka_backend_ctx *ct
   check(rc == KA_OK && lrc != KA_OK && src2 == KA_OK, "timer gate: failed launch",
         "timer_start %d, bad launch %d, synchronize after it %d (no wait left on the gate)", rc,
         lrc, src2);
-  ms = -1;
+  double ms = -1;
   rc = be->timer_start(ctx);
   if (rc == KA_OK) rc = be->launch(ctx, m, &l);
   if (rc == KA_OK) rc = be->timer_stop(ctx, &ms);
