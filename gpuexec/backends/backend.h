@@ -19,8 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: fill_device and close_device (device-drawn inputs, comparison on the device) */
-#define KA_BACKEND_API_VERSION 2
+/* 2: fill_device and close_device (device-drawn inputs, comparison on the device);
+ * 3: ka_device_info.timer */
+#define KA_BACKEND_API_VERSION 3
 
 typedef uint64_t ka_devptr; /* device address (host backend: a host pointer) */
 
@@ -39,6 +40,8 @@ typedef struct ka_device_info {
   double mem_bandwidth_gbps; /* peak: GPUs theoretical (memory clock x bus width), host an
                                 upper bound measured at open (backend_host.c); 0 unknown */
   char driver[64];
+  char timer[48]; /* how timed calls are timed, for the runner's log ("" unknown): cuda
+                     "device events, gated" (cuda_timer_start) or "device events" */
 } ka_device_info;
 
 /* The number fields that ka_device_info shares by name with the protocol's Device (an

@@ -675,6 +675,8 @@ static int cuda_device_info(ka_backend_ctx *ctx, ka_device_info *out) {
              ver / 1000, (ver % 1000) / 10);
   else
     snprintf(out->driver, sizeof out->driver, "CUDA %d.%d", ver / 1000, (ver % 1000) / 10);
+  snprintf(out->timer, sizeof out->timer, "%s",
+           ctx->gate_host && !ctx->gate_off ? "device events, gated" : "device events");
   return KA_OK;
 }
 

@@ -725,6 +725,7 @@ static int hip_device_info(ka_backend_ctx *ctx, ka_device_info *out) {
   /* HIP_VERSION = major * 10000000 + minor * 100000 + patch (hip_version.h) */
   snprintf(out->driver, sizeof out->driver, "ROCm HIP %d.%d.%d", ver / 10000000,
            (ver / 100000) % 100, ver % 100000);
+  snprintf(out->timer, sizeof out->timer, "device events");
   return KA_OK;
 }
 

@@ -259,6 +259,7 @@ static int host_device_info(ka_backend_ctx *c, ka_device_info *d) {
   d->max_threads_per_block = 1;
   d->mem_bandwidth_gbps = c ? c->bw_gbps : 0; /* upper bound, measured at open */
   snprintf(d->driver, sizeof d->driver, "%s", u.release);
+  snprintf(d->timer, sizeof d->timer, "CLOCK_MONOTONIC");
   return KA_OK;
 }
 

@@ -861,8 +861,9 @@ int main(int argc, char **argv) {
       snprintf(how, sizeof how, "opened");
     ka_sb_printf(&s.log,
                  "[kernelarena] runner: device %s %.1f ms, baseline build %.1f ms, candidate "
-                 "build %.1f ms\n",
-                 how, t_open * 1e3, (t0 - t_base) * 1e3, res.compile_s * 1e3);
+                 "build %.1f ms%s%s\n",
+                 how, t_open * 1e3, (t0 - t_base) * 1e3, res.compile_s * 1e3,
+                 s.dev.timer[0] ? ", timer: " : "", s.dev.timer);
   }
   /* the worker's go: the device's previous runner is gone (worker.c, wk_runner) */
   double t_go = ka_now_s();
