@@ -1219,7 +1219,11 @@ static int cuda_launch(ka_backend_ctx *ctx, ka_module *m, const ka_launch *l) {
   cuda_fn *f = NULL, tmp = {0};
   for (int i = 0; i < m->nfns && !f; i++)
     if (!strcmp(m->fns[i].name, l->kernel)) f = &m->fns[i];
-  if (!f) { /* not in the compile request: look it up, without caching */
+  if (!f) { /* not in the compile request: look it up, without caching (ungated: the
+             * lookup may load the kernel, which may wait for the stream) */
+    cuda_gate_release(ctx);
+    if (!m->mod)
+      return cuda_seterr(ctx, KA_ELAUNCH, "launch: kernel '%s' is not in the module", l->kernel);
     CUresult cr = cuda_drv.f.ModuleGetFunction(&tmp.fn, m->mod, l->kernel);
     if (cr == CUDA_ERROR_NOT_FOUND)
       return cuda_seterr(ctx, KA_ELAUNCH,
@@ -1651,11 +1655,14 @@ static int cuda_timer_start(ka_backend_ctx *ctx) {
     __atomic_store_n(ctx->gate_host, ctx->gate_seq, __ATOMIC_RELEASE);
     cr = cuda_drv.f.StreamWaitValue32(ctx->stream, ctx->gate_dev, ctx->gate_seq + 1,
                                       CU_STREAM_WAIT_VALUE_GEQ);
-    if (cr == CUDA_SUCCESS) ctx->gate_seq++, ctx->gate_armed = 1;
-    /* else ungated from now on: a wait the driver refuses is no fault of the submission
-     * (the word is freed at close) */
-    else
-      ctx->gate_off = 1;
+    if (cr == CUDA_SUCCESS) {
+      ctx->gate_seq++, ctx->gate_armed = 1;
+    } else if (cr == CUDA_ERROR_NOT_SUPPORTED || cr == CUDA_ERROR_INVALID_VALUE) {
+      ctx->gate_off = 1; /* ungated from now on: a wait the driver refuses is no fault of
+                            the submission (the word is freed at close) */
+    } else {
+      return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuStreamWaitValue32(timer gate)");
+    }
   }
   cr = cuda_drv.f.EventRecord(ctx->ev_start, ctx->stream);
   if (cr != CUDA_SUCCESS) return cuda_fail(ctx, NULL, 0, cr, KA_EDEVICE, "cuEventRecord(start)");
@@ -1670,7 +1677,7 @@ static int cuda_timer_stop(ka_backend_ctx *ctx, double *ms) {
   *ms = 0;
   int rc = cuda_enter_queued(ctx, "timer_stop");
   if (rc != KA_OK) {
-    cuda_gate_release(ctx);
+    if (ctx) cuda_gate_release(ctx);
     return rc;
   }
   if (!ctx->timer_running) {

@@ -638,7 +638,12 @@ static int rn_run(rn_cx *x, int w) {
   int rc = KA_OK;
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
-  if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
+  if (rc == KA_OK) {
+    rc = s->be->synchronize(s->ctx);
+  } else {
+    s->be->synchronize(s->ctx); /* what the failed launch's predecessors queued, under the
+                                   call limit */
+  }
   rn_work_end(s);
   return rc;
 }
@@ -896,10 +901,13 @@ static int rn_timed_call(rn_cx *x, int w, int q, int verify_now, int inputs) {
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK && r >= 0) rc = s->be->timer_stop(s->ctx, &dms);
-  if (rc == KA_OK) rc = s->be->synchronize(s->ctx);
-  /* a launch failed: what it queued before runs now, under the call limit and the hold
-   * (cuda: synchronize opens the timer's gate) */
-  else s->be->synchronize(s->ctx);
+  if (rc == KA_OK) {
+    rc = s->be->synchronize(s->ctx);
+  } else {
+    /* the timer or a launch failed: what was queued before runs now, under the call
+     * limit and the hold (cuda: synchronize opens the timer's gate) */
+    s->be->synchronize(s->ctx);
+  }
   double w1 = ka_now_s();
   rn_work_end(s);
   x->ph_calls += w1 - w0;
