@@ -445,7 +445,8 @@ static int cuda_seterr(ka_backend_ctx *ctx, int code, const char *fmt, ...) {
   return code;
 }
 
-/* Makes ctx current on the calling thread. */
+/* Makes ctx current on the calling thread, leaving an armed timer gate closed (for the
+ * ops that queue behind it: launch, timer_stop). KA_OK or KA_EINVAL. */
 static int cuda_enter_queued(ka_backend_ctx *ctx, const char *op) {
   if (!ctx) return KA_EINVAL;
   CUresult rc = cuda_drv.f.CtxSetCurrent(ctx->cu);
