@@ -202,7 +202,8 @@ GX_PID= SRV_PID=
 fi
 
 if [ "$PART" = all ] || [ "$PART" = speedup ]; then
-# 7. The faster candidate (float erff, unrolled: about 1.2-1.5x on a quiet machine) against
+# 7. The faster candidate (four floats at a time, a polynomial erfc: about 6x on this
+# machine; the erff version once here, about 1.1-1.5x, lost to noise on CI) against
 # the baseline submitted unchanged, in one episode on one executor: the speedup of the
 # first step must exceed that of the second. Both are medians of interleaved calls
 # (candidate and baseline alternate), so load on the machine slows both sides of each
