@@ -58,6 +58,27 @@ speedup_rows() { # build task file
     NF >= 8 && $3 == "yes" && $NF ~ /x$/ { s = $NF; sub("x", "", s); print b, t, $2, s }' "$3"
 }
 
+# one row "build K n runner refs judge waits device_open builds alone" of medians (ms) over
+# the steps of a throughput run, from their runtime logs (envctl --verbose) on stdin:
+# the executor's runner wall (references alongside), its reference and judging time, the
+# runner's device lock waits (summed over the cases), its device open and two builds, and
+# how many steps were evaluated again alone (a neighbour verdict: the device serialized)
+thru_breakdown() { # build K
+  awk -v b="$1" -v k="$2" '
+    function med(a, n,   i, j, x) { if (!n) return -1
+      for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+      return a[int((n + 1) / 2)] }
+    function num(after,   m) { if (!match($0, after " [0-9.]+")) return 0
+      m = substr($0, RSTART, RLENGTH); match(m, /[0-9.]+$/); return substr(m, RSTART) + 0 }
+    /runner: device opened/ { op[++no] = num("device opened"); bd[no] = num("baseline build") + num("candidate build") }
+    /phases \(/ { w += num("device lock waits") }
+    /executor: inputs/ { rn[++ne] = num("alongside[)]"); rf[ne] = num("of which references"); jd[ne] = num("judging")
+      wt[ne] = w; w = 0 }
+    /evaluated again alone|measured again/ { alone++ }
+    END { printf "%-5s %-3s %-4d %-8.1f %-8.1f %-8.1f %-8.1f %-8.1f %-8.1f %d\n", b, k, ne, med(rn, ne), med(rf, ne),
+            med(jd, ne), med(wt, ne), med(op, no), med(bd, no), alone }'
+}
+
 start_server() { # bin state [gpuexec flags...]
   b=$1 s=$2
   shift 2
@@ -85,6 +106,7 @@ stop_server() { kill "$GX" "$SV" 2>/dev/null; wait "$GX" "$SV" 2>/dev/null; }
 } | tee "$OUT/bench.txt"
 : >"$OUT/lat_rows"
 : >"$OUT/thru_rows"
+: >"$OUT/thru_parts"
 : >"$OUT/speed_rows"
 for spec in $BUILDS; do
   name=${spec%%=*}
@@ -119,7 +141,7 @@ for spec in $BUILDS; do
       pids=""
       while [ $i -lt "$k" ]; do
         "$bin/envctl" episode --server "$URL" --task "$THRU_TASK" --seed $((100 + i / SEED_GROUP)) \
-          --max-steps "$THRU_STEPS" >"$OUT/thru_${name}_${k}_$i.txt" 2>&1 &
+          --max-steps "$THRU_STEPS" --verbose >"$OUT/thru_${name}_${k}_$i.txt" 2>&1 &
         pids="$pids $!"
         i=$((i + 1))
       done
@@ -130,6 +152,7 @@ for spec in $BUILDS; do
       busy=$(awk '{s += $1; n++} END {printf "%.1f", n ? s / n : 0}' "$OUT/util_${name}_$k.txt")
       echo "$name $k $((k * THRU_STEPS)) $ok $(echo "$t0 $t1" | awk '{printf "%.2f", $2 - $1}') $busy" \
         >>"$OUT/thru_rows"
+      cat "$OUT"/thru_"${name}"_"${k}"_*.txt | thru_breakdown "$name" "$k" >>"$OUT/thru_parts"
     done
   fi
   grep -h "phases" "$OUT"/lat_"${name}"_*.txt | head -40 >"$OUT/phases_$name.txt"
@@ -164,6 +187,10 @@ echo
 echo "== throughput (K episodes in flight on $THRU_TASK, $SEED_GROUP per seed)"
 echo "build K   steps  ok  wall_s  steps/s  gpu_busy_%"
 awk '{printf "%-5s %-3s %-6s %-3s %-7s %-8.2f %s\n", $1, $2, $3, $4, $5, $3 / $5, $6}' "$OUT/thru_rows"
+echo "-- per step, medians in ms (runner: the executor's runner wall, references alongside; waits:"
+echo "   the runner's device lock waits; alone: steps evaluated again alone on the device)"
+echo "build K   n    runner   refs     judge    waits    dev_open builds   alone"
+cat "$OUT/thru_parts"
 echo
 echo "== timing fidelity: the baseline against itself (per task and case over the steps)"
 echo "build task                    case        n   median   min     max     within_0.3%"
