@@ -80,6 +80,58 @@ static void test_paths(void) {
   CHECK(!ka_path_is_safe("a\nb"));
 }
 
+/* FNV-1a 64 of n bytes. */
+static uint64_t fnv64(const void *p, size_t n) {
+  const unsigned char *c = p;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 1099511628211ULL;
+  return h;
+}
+
+/* ka_fill_input (pairs of normals drawn together, several threads) gives, for every dtype
+ * and distribution, element for element the bits of ka_gen_bits (the definition the
+ * device kernel shares), over odd lengths that end mid-pair and cross a thread's chunk
+ * (2^20 elements); and the draw itself is pinned: a hash taken before the pairwise fill
+ * (so neither side can change the inputs unnoticed). */
+static void test_fill_matches_gen_bits(void) {
+  static const ka_dtype dts[] = {KA_DT_F32, KA_DT_F64, KA_DT_F16, KA_DT_BF16,
+                                 KA_DT_I8,  KA_DT_U8,  KA_DT_I32, KA_DT_I64};
+  const int64_t lens[] = {1, 2, 17, ((int64_t)1 << 20) + 3};
+  int bad = 0;
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+    for (int dist = 0; dist < 3; dist++) {
+      if (dts[d] == KA_DT_U8 && dist == KA_DIST_NORMAL) continue; /* negatives: not a u8 */
+      ka_tensor_spec spec = {.name = "x", .dtype = dts[d], .dist = (ka_dist)dist};
+      spec.a = dist == KA_DIST_NORMAL ? 1.5 : dts[d] == KA_DT_U8 ? 0 : -3;
+      spec.b = dist == KA_DIST_NORMAL ? 2 : 100;
+      size_t es = ka_dtype_size(dts[d]);
+      for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+        int64_t n = lens[l];
+        unsigned char *buf = calloc((size_t)n, es);
+        ka_fill_input(&spec, buf, n, 11, 2, 1);
+        uint64_t key = ka_fill_key(11, 2, 1);
+        for (int64_t i = 0; i < n && buf; i++) {
+          uint64_t want = ka_gen_bits((uint64_t)i, dts[d], dist, spec.a, spec.b, key), got = 0;
+          memcpy(&got, buf + (size_t)i * es, es);
+          if (memcmp(&got, &want, es)) {
+            if (!bad++)
+              fprintf(stderr, "fill: dtype %d dist %d n %lld: element %lld differs\n", (int)dts[d],
+                      dist, (long long)n, (long long)i);
+            break;
+          }
+        }
+        free(buf);
+      }
+    }
+  CHECK(bad == 0);
+  int64_t n = ((int64_t)1 << 20) + 3;
+  float *f = malloc((size_t)n * 4);
+  ka_tensor_spec spec = {.name = "x", .dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 1.5, .b = 2};
+  ka_fill_input(&spec, f, n, 11, 2, 1);
+  CHECK(fnv64(f, (size_t)n * 4) == 0x9d9bf2c0dc6e2eb3ULL); /* 5bbeb92..78c4c16's draw */
+  free(f);
+}
+
 static void test_data(void) {
   ka_tensor_spec spec = {.name = "x", .dtype = KA_DT_F32, .dist = KA_DIST_NORMAL, .a = 0, .b = 2};
   enum { N = 100000 };
@@ -427,6 +479,7 @@ int main(int argc, char **argv) {
   test_expr();
   test_paths();
   test_data();
+  test_fill_matches_gen_bits();
   test_tasks(argc > 1 ? argv[1] : "tasks");
   test_task_fields();
   if (failures) {
