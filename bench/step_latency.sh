@@ -61,8 +61,9 @@ speedup_rows() { # build task file
 # one row "build K n runner refs judge waits device_open builds alone" of medians (ms) over
 # the steps of a throughput run, from their runtime logs (envctl --verbose) on stdin:
 # the executor's runner wall (references alongside), its reference and judging time, the
-# runner's device lock waits (summed over the cases), its device open and two builds, and
-# how many steps were evaluated again alone (a neighbour verdict: the device serialized)
+# runner's device lock waits (summed over the cases), its device open (a warm runner: the
+# job's part of it) and two builds, and how many steps were evaluated again alone (a
+# neighbour verdict: the device serialized)
 thru_breakdown() { # build K
   awk -v b="$1" -v k="$2" '
     function med(a, n,   i, j, x) { if (!n) return -1
@@ -70,11 +71,11 @@ thru_breakdown() { # build K
       return a[int((n + 1) / 2)] }
     function num(after,   m) { if (!match($0, after " [0-9.]+")) return 0
       m = substr($0, RSTART, RLENGTH); match(m, /[0-9.]+$/); return substr(m, RSTART) + 0 }
-    /runner: device opened/ { op[++no] = num("device opened"); bd[no] = num("baseline build") + num("candidate build") }
+    /runner: device opened/ { op[++no] = num("(device opened|job.s part)"); bd[no] = num("baseline build") + num("candidate build") }
     /phases \(/ { w += num("device lock waits") }
     /executor: inputs/ { rn[++ne] = num("alongside[)]"); rf[ne] = num("of which references"); jd[ne] = num("judging")
       wt[ne] = w; w = 0 }
-    /evaluated again alone|measured again/ { alone++ }
+    /evaluated again alone/ { alone++ }
     END { printf "%-5s %-3s %-4d %-8.1f %-8.1f %-8.1f %-8.1f %-8.1f %-8.1f %d\n", b, k, ne, med(rn, ne), med(rf, ne),
             med(jd, ne), med(wt, ne), med(op, no), med(bd, no), alone }'
 }

@@ -1231,7 +1231,8 @@ def case_skyrl_restart():
         try:
             env.init([])
             out = env.step(reply(GELU))
-            return out["metadata"]["status"], out["reward"], env.episode.replays
+            return (out["metadata"]["status"], out["reward"], env.episode.replays,
+                    out["metadata"])
         finally:
             env.close()
     th = threading.Thread(target=killer)
@@ -1246,7 +1247,10 @@ def case_skyrl_restart():
                 errs.append(f"{type(e).__name__}: {e}")
     th.join()
     check(killed.is_set(), "the server was killed and restarted during the group")
-    print("     (status, reward, replays)", [(s, round(r, 3), n) for s, r, n in res])
+    print("     (status, reward, replays)", [(s, round(r, 3), n) for s, r, n, _ in res])
+    for s, _, _, meta in res:  # why a trajectory was not OK (a FLAGGED one's reason)
+        if s != "OK":
+            print("     not OK:", str(meta)[:600])
     check(not errs and [r[0] for r in res] == ["OK"] * 8 and all(r[1] > 1.2 for r in res),
           f"8 trajectories across the restart: 0 errors {errs}")
     check(any(r[2] > 0 for r in res), "the trajectories whose episode was lost were replayed")
