@@ -1,11 +1,10 @@
 /* Host input draws (common/data.c), old against new in one run: the normal distribution
  * drawn element by element through ka_gen_bits (the generator's definition, and how
  * ka_fill_input drew every element before it drew pairs together) against ka_fill_input
- * (pairs sharing their Philox block and radius), on one thread (a tensor of one chunk,
- * 2^20 elements) and on every CPU (2^24 elements), with a hash of each output (equal: the
- * same bits). Best of 5 runs. The worker draws every correctness input this way, so this
- * is most of the host reference's cost of a new seed (docs/benchmarks).
- *   usage: fill_bench */
+ * (pairs sharing their Philox block and radius, 16 pairs a stage in vector lanes), on one thread (a
+ * tensor of one chunk, 2^20 elements) and on every CPU (2^24 elements), with a hash of each output
+ * (equal: the same bits). Best of 5 runs. The worker draws every correctness input this way, so
+ * this is most of the host reference's cost of a new seed (docs/benchmarks). usage: fill_bench */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
