@@ -11,12 +11,22 @@
  *      holds, evicts other prefetched entries first, and a step that uses a prefetched
  *      entry makes it the step's;
  *   4. fixed inputs (ka-validate's mode): a prefetch job with the first step's seeds
- *      (what envserver sends, es_step_seed) makes the entries that step looks up.
+ *      (what envserver sends, es_step_seed) makes the entries that step looks up;
+ *   5. lazy entries (a runner that draws on the device starts before the host draws):
+ *      made without inputs, drawn once by whichever holder asks first (ka_ref_inputs or
+ *      the reference) with ka_fill_input's bits, sealed; threads that miss on one entry
+ *      at once share one entry and one draw; an eager acquire of a lazy entry returns it
+ *      drawn; a lazy entry released undrawn is not kept.
  *   prefetch_test SOURCE_DIR */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include "data.h"
 
 #include "gpuexec.h"
 #include "ka_check.h"
@@ -303,6 +313,87 @@ static void test_fixed_inputs(void) {
   ka_refcache_free(cfg.ref_cache);
 }
 
+/* 5. lazy entries; host/gelu case 0 (n1M) */
+typedef struct lazy_arg {
+  ka_refcache *c;
+  ka_refentry *e;
+  int rc;
+} lazy_arg;
+
+static void *lazy_thread(void *p) {
+  lazy_arg *a = p;
+  char err[256];
+  a->rc = ka_ref_acquire_lazy(a->c, g_gelu, 0, 77, &a->e, err, sizeof err);
+  if (a->rc == KA_OK) a->rc = ka_ref_inputs(a->e, err, sizeof err);
+  return NULL;
+}
+
+static void test_lazy(ka_reference_fn fn) {
+  char err[512] = "";
+  ka_refcache *c = ka_refcache_new((size_t)64 << 20);
+  ka_refentry *a = NULL, *b = NULL;
+  int rc = ka_ref_acquire_lazy(c, g_gelu, 0, 21, &a, err, sizeof err);
+  check(rc == KA_OK && a && a->fd[0] < 0 && !a->in[0] && !a->ref[1],
+        "lazy: an entry made without its inputs", "rc %d, fd %d: %s", rc, a ? a->fd[0] : -2, err);
+  if (!a) return;
+  /* an eager acquire of the same entry finds it and draws it */
+  rc = ka_ref_acquire(c, g_gelu, 0, 21, &b, err, sizeof err);
+  check(rc == KA_OK && b == a && a->in[0] && a->fd[0] >= 0,
+        "lazy: an eager acquire draws the entry it finds", "rc %d, same %d: %s", rc, b == a, err);
+  /* the bits are ka_fill_input's, and the memfd is sealed against writes */
+  int64_t n = a->elems[0];
+  float *want = malloc((size_t)n * sizeof *want);
+  ka_fill_input(&g_gelu->tensors[0], want, n, 21, 0, 0);
+  check(a->in[0] && !memcmp(a->in[0], want, (size_t)n * sizeof *want),
+        "lazy: the inputs are ka_fill_input's", "%lld elements", (long long)n);
+  int seals = fcntl(a->fd[0], F_GET_SEALS);
+  void *w = mmap(NULL, (size_t)n * 4, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd[0], 0);
+  check(seals >= 0 && (seals & F_SEAL_WRITE) && w == MAP_FAILED, "lazy: the drawn memfd is sealed",
+        "seals %#x, writable map %s", seals, w == MAP_FAILED ? "refused" : "GRANTED");
+  if (w != MAP_FAILED) munmap(w, (size_t)n * 4);
+  ka_ref_release(c, b);
+  rc = ka_ref_reference(a, fn);
+  check(rc == KA_OK && a->ref[1], "lazy: its reference", "rc %d", rc);
+  ka_ref_release(c, a);
+
+  /* the reference draws a lazy entry's inputs first */
+  ka_refentry *d = NULL;
+  rc = ka_ref_acquire_lazy(c, g_gelu, 0, 22, &d, err, sizeof err);
+  if (rc == KA_OK) rc = ka_ref_reference(d, fn);
+  ka_fill_input(&g_gelu->tensors[0], want, n, 22, 0, 0);
+  check(rc == KA_OK && d->in[0] && !memcmp(d->in[0], want, (size_t)n * sizeof *want) && d->ref[1],
+        "lazy: the reference draws the inputs first", "rc %d", rc);
+  if (d) ka_ref_release(c, d);
+
+  /* four threads miss on one entry at once: one entry, drawn once, shared */
+  ka_refstats s0 = cstats(c);
+  lazy_arg args[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) {
+    args[i] = (lazy_arg){.c = c};
+    pthread_create(&th[i], NULL, lazy_thread, &args[i]);
+  }
+  for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+  ka_refstats s1 = cstats(c);
+  int same = 1, ok = 1;
+  for (int i = 0; i < 4; i++) same &= args[i].e == args[0].e, ok &= args[i].rc == KA_OK;
+  check(ok && same && s1.entries == s0.entries + 1 && args[0].e->in[0],
+        "lazy: concurrent misses share one entry, drawn", "ok %d, same %d, entries %d -> %d",
+        ok, same, s0.entries, s1.entries);
+  for (int i = 0; i < 4; i++) ka_ref_release(c, args[i].e);
+
+  /* released before anyone drew it: not kept (an entry in the cache is complete or held) */
+  ka_refentry *u = NULL;
+  s0 = cstats(c);
+  rc = ka_ref_acquire_lazy(c, g_gelu, 0, 23, &u, err, sizeof err);
+  if (u) ka_ref_release(c, u);
+  s1 = cstats(c);
+  check(rc == KA_OK && s1.entries == s0.entries, "lazy: an undrawn entry released is dropped",
+        "entries %d -> %d", s0.entries, s1.entries);
+  free(want);
+  ka_refcache_free(c);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: prefetch_test SOURCE_DIR\n");
@@ -332,6 +423,7 @@ int main(int argc, char **argv) {
     test_queue_bytes();
     test_room(fn);
     test_fixed_inputs();
+    test_lazy(fn);
     /* the prefetch thread keeps cfg: the process ends without freeing it */
   }
   snprintf(cmd, sizeof cmd, "rm -rf %s", g_tmp);

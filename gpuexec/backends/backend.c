@@ -51,3 +51,8 @@ const ka_backend_ops *ka_backend_load(const char *name, char *err, size_t errlen
   }
   return ops;
 }
+
+int ka_backend_device_staging(const ka_backend_ops *be) {
+  return be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
+         be->close_device;
+}

@@ -247,4 +247,9 @@ const ka_backend_ops *ka_backend_host(void);
  * stay loaded. Returns NULL with a reason in err. Not thread safe on first load. */
 const ka_backend_ops *ka_backend_load(const char *name, char *err, size_t errlen);
 
+/* Whether be stages on the device: it has every slot the runner's device path needs
+ * (copy_device, compare_device, checksum_device, fill_device, close_device), so a case's
+ * inputs are drawn and its outputs compared there. 1 or 0; be must not be NULL. */
+int ka_backend_device_staging(const ka_backend_ops *be);
+
 #endif

@@ -113,6 +113,7 @@ void ka_refcache_free(ka_refcache *c) {
 static int ref_input(ka_refentry *e, int k, char *err, size_t errlen) {
   const ka_tensor_spec *ts = &e->task->tensors[k];
   size_t len = e->bytes[k] ? e->bytes[k] : 1;
+  if (e->fd[k] >= 0) close(e->fd[k]), e->fd[k] = -1; /* what a failed draw left */
   int fd = memfd_create(ts->name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return ka_seterr(err, errlen, KA_ESYS, "memfd_create: %s", strerror(errno));
   /* keep shared fds above the runner's fixed descriptors (0-3) */
@@ -154,7 +155,8 @@ int ka_ref_entry_bytes(const ka_task *t, int case_index, size_t *bytes, char *er
   return ref_cost(t, case_index, bytes, err, errlen);
 }
 
-/* A new entry with its inputs drawn and sealed (reference not computed). */
+/* A new entry, its sizes and cost counted, nothing drawn or computed (ref_draw_locked,
+ * ref_compute). */
 static int ref_make(const ka_task *t, int ci, uint64_t seed, ka_refentry **out, char *err,
                     size_t errlen) {
   ka_refentry *e = calloc(1, sizeof *e);
@@ -167,12 +169,8 @@ static int ref_make(const ka_task *t, int ci, uint64_t seed, ka_refentry **out, 
     rc = ka_task_tensor_elems(t, k, &t->cases[ci], &e->elems[k], err, errlen);
     if (rc) break;
     e->bytes[k] = (size_t)e->elems[k] * ka_dtype_size(t->tensors[k].dtype);
-    if (t->tensors[k].role == KA_ROLE_INPUT) {
-      rc = ref_input(e, k, err, errlen);
-      e->cost += e->bytes[k];
-    } else {
-      e->cost += sizeof(double) * (size_t)e->elems[k];
-    }
+    e->cost +=
+        t->tensors[k].role == KA_ROLE_INPUT ? e->bytes[k] : sizeof(double) * (size_t)e->elems[k];
   }
   if (rc) {
     ref_free(e);
@@ -182,8 +180,39 @@ static int ref_make(const ka_task *t, int ci, uint64_t seed, ka_refentry **out, 
   return KA_OK;
 }
 
+/* Draws and seals every input of e not drawn yet; e->mu held. KA_OK (e->drawn set) or
+ * the first failure (KA_ESYS, KA_ENOMEM), reason in err; inputs drawn before it stay, and
+ * a later call draws the rest. */
+static int ref_draw_locked(ka_refentry *e, char *err, size_t errlen) {
+  const ka_task *t = e->task;
+  for (int k = 0; k < t->ntensors && !e->drawn; k++) {
+    if (t->tensors[k].role != KA_ROLE_INPUT || e->in[k]) continue;
+    int rc = ref_input(e, k, err, errlen);
+    if (rc) return rc;
+  }
+  e->drawn = 1;
+  return KA_OK;
+}
+
+int ka_ref_inputs(ka_refentry *e, char *err, size_t errlen) {
+  pthread_mutex_lock(&e->mu);
+  int rc = e->drawn ? KA_OK : ref_draw_locked(e, err, errlen);
+  pthread_mutex_unlock(&e->mu);
+  return rc;
+}
+
 int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
                    ka_refentry **out, char *err, size_t errlen) {
+  int rc = ka_ref_acquire_lazy(c, t, case_index, seed, out, err, errlen);
+  if (rc == KA_OK && (rc = ka_ref_inputs(*out, err, errlen)) != KA_OK) {
+    ka_ref_release(c, *out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int ka_ref_acquire_lazy(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                        ka_refentry **out, char *err, size_t errlen) {
   *out = NULL;
   if (c) {
     pthread_mutex_lock(&c->mu);
@@ -387,8 +416,9 @@ int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
 
 int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts) {
   pthread_mutex_lock(&e->mu);
-  int rc = KA_OK;
-  if (!e->ready) {
+  char err[256];
+  int rc = e->ready || e->drawn ? KA_OK : ref_draw_locked(e, err, sizeof err);
+  if (!e->ready && rc == KA_OK) {
     const ka_task *t = e->task;
     for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT || e->ref[k]) continue;

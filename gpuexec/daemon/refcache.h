@@ -29,7 +29,7 @@ typedef struct ka_refentry {
   const ka_task *task;
   int case_index;                 /* index in task->cases */
   uint64_t seed;                  /* the input seed the inputs were drawn from */
-  int fd[KA_MAX_TENSORS];         /* inputs: sealed memfd; outputs: -1 */
+  int fd[KA_MAX_TENSORS];         /* inputs: sealed memfd (-1 until drawn); outputs: -1 */
   const void *in[KA_MAX_TENSORS]; /* inputs: read-only mapping of fd */
   double *ref[KA_MAX_TENSORS];    /* outputs: reference values (NULL until computed) */
   double ref_max[KA_MAX_TENSORS]; /* outputs: largest finite |value| of ref (once ready) */
@@ -38,6 +38,7 @@ typedef struct ka_refentry {
   size_t cost; /* bytes held: inputs and reference outputs */
   /* private to refcache.c */
   pthread_mutex_t mu;
+  int drawn;       /* every input drawn and sealed (fd, in set) */
   int ready;       /* reference computed */
   int uncacheable; /* its reference has NaN or Inf: dropped when the last holder lets go */
   int refs;        /* holders */
@@ -54,11 +55,25 @@ ka_refcache *ka_refcache_new(size_t budget_bytes);
 void ka_refcache_free(ka_refcache *c);
 
 /* The entry of (t, case_index, seed), held for the caller: found in the cache, or made
- * now with its inputs drawn (ka_fill_input) and sealed; its reference may not be
+ * now, with its inputs drawn (ka_fill_input) and sealed before it returns; its reference may not be
  * computed yet (ka_ref_reference). cache may be NULL (a private entry). Returns KA_OK,
  * or KA_ESYS / KA_ENOMEM with the reason in err and *out NULL. */
 int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
                    ka_refentry **out, char *err, size_t errlen);
+
+/* As ka_ref_acquire, but an entry made now (or found before anyone drew it) comes with
+ * its inputs not drawn: fd and in are -1 and NULL until ka_ref_inputs or ka_ref_reference
+ * returns. For a runner that draws the trial's inputs on the device itself
+ * (Device.device_staging): the worker starts it first and draws while it works. Making an
+ * entry costs no draw, so threads that miss on the same entry at once make one, and its
+ * inputs are drawn once (the first ka_ref_inputs; the others wait for it). */
+int ka_ref_acquire_lazy(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,
+                        ka_refentry **out, char *err, size_t errlen);
+
+/* Draws and seals e's inputs unless done already (concurrent callers wait for the first).
+ * KA_OK, or KA_ESYS / KA_ENOMEM with the reason in err (the inputs not drawn stay so: a
+ * later call tries again). */
+int ka_ref_inputs(ka_refentry *e, char *err, size_t errlen);
 
 /* *bytes: what an entry of (t, case_index) holds (its inputs and its reference outputs
  * as doubles), as the cache counts it. KA_OK or the error of the case's sizes, the
@@ -66,9 +81,9 @@ int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t se
 int ka_ref_entry_bytes(const ka_task *t, int case_index, size_t *bytes, char *err, size_t errlen);
 
 /* Computes e's reference outputs with fn unless done already (by this or another
- * holder: concurrent callers wait for the first); a task with reference.split is
- * computed in slices on several threads (ka_ref_reference_parts). Returns KA_OK or
- * KA_ENOMEM. */
+ * holder: concurrent callers wait for the first), drawing its inputs first if they are not
+ * (ka_ref_inputs); a task with reference.split is computed in slices on several threads
+ * (ka_ref_reference_parts). Returns KA_OK, or KA_ENOMEM / KA_ESYS (a draw's failure). */
 int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
 
 /* As ka_ref_reference, in `parts` slices of the task's reference.split param (task.h),

@@ -190,19 +190,22 @@ static void wk_free_cases(const ka_exec_config *cfg, const ka_task *t, wk_case *
 }
 
 /* A case's tensors: its inputs (and, later, its reference) from the cache entry of
- * (task, case, seed), drawn now if it has none; fresh memfds for its outputs. */
+ * (task, case, seed), drawn now if it has none, or with `lazy` left for wk_references to
+ * draw (the runner draws them on the device and gets no input memfds: fd -1); fresh
+ * memfds for its outputs. */
 static int wk_prepare_case(const ka_exec_config *cfg, const ka_task *t, wk_case *wc, int case_index,
-                           uint64_t seed, int reuse, char *err, size_t errlen) {
+                           uint64_t seed, int reuse, int lazy, char *err, size_t errlen) {
   for (int k = 0; k < t->ntensors; k++) wc->t[k].fd = -1;
-  int rc = ka_ref_acquire(cfg->ref_cache, t, case_index, seed, &wc->e, err, errlen);
+  int rc = lazy ? ka_ref_acquire_lazy(cfg->ref_cache, t, case_index, seed, &wc->e, err, errlen)
+                : ka_ref_acquire(cfg->ref_cache, t, case_index, seed, &wc->e, err, errlen);
   if (rc) return rc;
   for (int k = 0; k < t->ntensors; k++) {
     wk_tensor *x = &wc->t[k];
     x->elems = wc->e->elems[k];
     x->bytes = wc->e->bytes[k];
     if (t->tensors[k].role == KA_ROLE_INPUT) {
-      x->fd = wc->e->fd[k];
-      x->map = wc->e->in[k];
+      x->fd = lazy ? -1 : wc->e->fd[k];
+      x->map = lazy ? NULL : wc->e->in[k];
       continue;
     }
     x->owned = 1;
@@ -251,8 +254,9 @@ static void *wk_ref_thread_low(void *arg) {
   return wk_ref_thread(arg);
 }
 
-/* The reference outputs of every case (computed once per cache entry), the cases in
- * parallel threads. KA_OK or KA_ENOMEM. */
+/* The reference outputs of every case (computed once per cache entry, its inputs drawn
+ * first where wk_prepare left them), the cases in parallel threads. KA_OK, or KA_ENOMEM /
+ * KA_ESYS. */
 static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int n) {
   wk_ref_job jobs[WK_MAX_CASES];
   pthread_t th[WK_MAX_CASES];
@@ -918,9 +922,13 @@ static int wk_prepare(wk_eval *ev, Kernelarena__V1__Result *res, char *err, size
             ev->ncases, t->ntensors, KA_RUNNER_MAX_FDS);
     return KA_ERANGE;
   }
+  /* a runner that draws the trial's inputs on the device needs none of the host's: it
+   * starts before they are drawn, and they are drawn beside it for the reference (the
+   * first step of a seed: its draw no longer comes before the runner's whole work) */
+  int lazy = ev->dev && ev->dev->device_staging && strcmp(ev->dev->backend, "host") != 0;
   for (int i = 0; i < ev->ncases && rc == KA_OK; i++, ev->prepared++)
-    rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, 1, err,
-                         errlen);
+    rc = wk_prepare_case(ev->cfg, t, &ev->cs[i], (int)(ev->cs[i].c - t->cases), ev->in_seed, 1,
+                         lazy, err, errlen);
   if (rc) wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "preparing inputs: %s", err);
   return rc;
 }
@@ -1173,6 +1181,10 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
     for (int k = 0; k < t->ntensors; k++) {
       int in = t->tensors[k].role == KA_ROLE_INPUT;
       /* indices into the fds passed with the job (runner.h) */
+      if (wc->t[k].fd < 0) { /* an input the runner draws itself (wk_prepare) */
+        in_fds[i][k] = out_fds[i][k] = -1;
+        continue;
+      }
       in_fds[i][k] = in ? *nshare : -1;
       out_fds[i][k] = in ? -1 : *nshare;
       share[(*nshare)++] = wc->t[k].fd;
@@ -1886,7 +1898,9 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     t_run = ka_now_s() - t_run;
     double t_judge = ka_now_s();
     if (ref_rc != KA_OK) {
-      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory for the reference");
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
+              ref_rc == KA_ENOMEM ? "out of host memory for the reference"
+                                  : "drawing the reference's inputs failed (memfds)");
     } else {
       wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
       wk_sandbox_verdict(&ch.report, res, &log);

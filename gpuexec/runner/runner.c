@@ -590,6 +590,7 @@ static int rn_discover(const char *backend) {
       devs[got] = malloc(sizeof **devs);
       kernelarena__v1__device__init(devs[got]);
       rn_fill_device(devs[got], &info);
+      devs[got]->device_staging = ka_backend_device_staging(be);
       got++;
     }
     be->close(ctx);
@@ -622,6 +623,7 @@ static int rn_open_device(rn_state *s, const Kernelarena__V1__RunnerJob *job,
   s->be->device_info(s->ctx, &s->dev);
   s->dev.index = job->device_index;
   rn_fill_device(dev, &s->dev);
+  dev->device_staging = ka_backend_device_staging(s->be);
   res->device = dev;
   /* the cache flush must cover at least twice the last-level cache */
   size_t fb = 0;

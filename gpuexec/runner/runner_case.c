@@ -281,11 +281,19 @@ static int rn_setup_tensor(rn_cx *x, int i) {
   size_t len = x->bytes[i] ? x->bytes[i] : 1;
   int in = rn_is_input(x, i);
   int fd = in ? jc->input_fds[i] : jc->output_fds[i];
+  /* an input without a memfd: the worker draws it while this runner works, and the trial
+   * draws it on the device (rn_stage_for); no other path can run without it */
+  if (in && fd < 0 && !(x->dev && x->trial_drawn))
+    return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_EINVAL,
+                   "case %s: input %s came without its memfd, and this backend cannot draw it "
+                   "on the device",
+                   x->c.name, ts->name);
   /* outputs populated up front: the trial's device-to-host copy then takes no page
    * faults (a 256 MiB output is 65536 of them) */
   double tm = ka_now_s();
-  x->maps[i] = mmap(NULL, len, in ? PROT_READ : PROT_READ | PROT_WRITE,
-                    MAP_SHARED | (in ? 0 : MAP_POPULATE), fd, 0);
+  x->maps[i] = in && fd < 0 ? NULL
+                            : mmap(NULL, len, in ? PROT_READ : PROT_READ | PROT_WRITE,
+                                   MAP_SHARED | (in ? 0 : MAP_POPULATE), fd, 0);
   x->ph_map += ka_now_s() - tm;
   if (x->maps[i] == MAP_FAILED) {
     x->maps[i] = NULL;
@@ -480,20 +488,27 @@ static int rn_setup(rn_cx *x) {
 
 /* ---- staging and checks of one call ------------------------------------------------ */
 
-/* The trial's inputs drawn on the device must be the worker's (the reference was
- * computed from those): RN_SPOT elements of input i, at secret positions, compared with
- * the worker's memfd. A difference is the generator's fault, never the submission's. */
+/* The trial's inputs drawn on the device must be the worker's (the reference is computed
+ * from those): RN_SPOT elements of input i, at secret positions, compared with the
+ * generator's definition (ka_gen_bits, element for element what the worker's ka_fill_input
+ * draws: common_test), so that the worker need not have drawn them yet (it starts this
+ * runner first and draws them while it works). A difference is the generator's fault,
+ * never the submission's. */
 #define RN_SPOT 256
 static int rn_spot_check(rn_cx *x, int i) {
+  const ka_fill *f = &x->in_fill[i];
   size_t es = ka_dtype_size(x->t->tensors[i].dtype);
+  uint64_t key = rn_in_key(x, RN_TRIAL, i);
   for (int k = 0; k < RN_SPOT && x->elems[i] > 0; k++) {
     uint64_t at = ka_mix64(x->ver_seed, (uint64_t)(i * RN_SPOT + k)) % (uint64_t)x->elems[i];
-    unsigned char got[8];
+    unsigned char got[8], want[8];
     int rc = x->s->be->copy_to_host(x->s->ctx, got, x->tensors[i] + at * es, es);
     if (rc) return rc;
-    if (memcmp(got, (const unsigned char *)x->maps[i] + at * es, es))
+    uint64_t bits = ka_gen_bits(at, (ka_dtype)f->dtype, f->dist, f->a, f->b, key);
+    memcpy(want, &bits, sizeof want);
+    if (memcmp(got, want, es))
       return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_EINTERNAL,
-                     "case %s: input %s drawn on the device differs from the host's at element "
+                     "case %s: input %s drawn on the device differs from the generator at element "
                      "%llu (the generators disagree)",
                      x->c.name, x->t->tensors[i].name, (unsigned long long)at);
   }
@@ -1168,8 +1183,7 @@ static int rn_init(rn_cx *x) {
   x->in_seed = sd.in, x->poison_seed = sd.poison, x->rot_seed = sd.rot, x->ver_seed = sd.ver;
   x->sum_seed = sd.sum, x->trial_sum_key = sd.trial_sum;
   const ka_backend_ops *be = x->s->be;
-  x->dev = be->copy_device && be->compare_device && be->checksum_device && be->fill_device &&
-           be->close_device;
+  x->dev = ka_backend_device_staging(be);
   x->trial_seed = jc->input_seed;
   x->trial_drawn = x->dev && jc->has_input_seed && x->tcase >= 0;
   x->reps_min = x->job->reps > 0 ? x->job->reps : 20;
