@@ -8,7 +8,12 @@
 #   latency:    one episode per task of TASKS with the baseline agent, STEPS steps;
 #               each step's latency is the time between successive "step N:" lines that
 #               envctl prints (the first from the end of the Reset), so it is what a
-#               client waits for a Step, on the clock of this machine;
+#               client waits for a Step, on the clock of this machine; with COLD=1
+#               (default) a one-step episode of another seed runs first and its step is
+#               the "cold" column (the task's first step on this server: its baseline
+#               build and output buffers are new), so that the measured episode's step 1
+#               is a new seed's first step on a warm server (what every new GRPO group
+#               of a training run gets: inputs drawn, references computed);
 #   throughput: for each K of INFLIGHT, K episodes of THRU_TASK at once, THRU_STEPS steps
 #               each, the wall time of all of them, and the GPU's busy fraction over it
 #               (nvidia-smi utilization.gpu sampled every 100 ms); SEED_GROUP=G gives
@@ -36,6 +41,7 @@ THRU_STEPS=${THRU_STEPS:-3}
 # episodes in flight that share a seed (a GRPO group: one problem, one reference); 1:
 # each its own seed, so each first step draws its inputs and computes its reference
 SEED_GROUP=${SEED_GROUP:-1}
+COLD=${COLD:-1}
 mkdir -p "$OUT"
 R=$(pwd)
 
@@ -106,6 +112,7 @@ stop_server() { kill "$GX" "$SV" 2>/dev/null; wait "$GX" "$SV" 2>/dev/null; }
   echo "builds: $BUILDS  steps: $STEPS  inflight: $INFLIGHT x $THRU_STEPS steps of $THRU_TASK"
 } | tee "$OUT/bench.txt"
 : >"$OUT/lat_rows"
+: >"$OUT/cold_rows"
 : >"$OUT/thru_rows"
 : >"$OUT/thru_parts"
 : >"$OUT/speed_rows"
@@ -125,6 +132,12 @@ for spec in $BUILDS; do
   [ "$lat" = 0 ] && tasks=""
   for task in $tasks; do
     f=$OUT/lat_${name}_$(echo "$task" | tr / _).txt
+    if [ "$COLD" = 1 ]; then
+      t0=$(date +%s.%N)
+      stdbuf -oL "$bin/envctl" episode --server "$URL" --task "$task" --seed 10 \
+        --max-steps 1 --verbose 2>&1 | stamp >"${f%.txt}_cold.txt"
+      latency_rows "$name" "$task" "${f%.txt}_cold.txt" "$t0" >>"$OUT/cold_rows"
+    fi
     t0=$(date +%s.%N)
     # line-buffered, so that each line is stamped when envctl prints it
     stdbuf -oL "$bin/envctl" episode --server "$URL" --task "$task" --seed 11 \
@@ -172,9 +185,11 @@ for task in $TASKS; do
     sed 's/^.*\[kernelarena\] //; s/^ *//' | cut -c1-300
 done
 echo
-echo "== step latency (seconds, client side; step 1 includes the first reference computation)"
-echo "build task                    steps  p50     p90     p99/max  mean_2+  statuses"
-awk '
+echo "== step latency (seconds, client side; step 1 includes the first reference computation"
+echo "   of its seed; cold: the task's first step on this server, a one-step episode before)"
+echo "build task                    steps  p50     p90     p99/max  mean_2+  cold     statuses"
+awk -v cf="$OUT/cold_rows" '
+  BEGIN { while ((getline l < cf) > 0) { split(l, c, " "); cold[c[1] " " c[2]] = c[4] } }
   function sortn(a, n,   i, j, x) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x } }
   function q(a, n, p,   k) { k = int(p * (n - 1) + 0.5) + 1; return a[k] }
   { key = $1 " " $2; if (!(key in n)) order[++nk] = key; n[key]++; v[key, n[key]] = $4
@@ -182,7 +197,7 @@ awk '
   END { for (i = 1; i <= nk; i++) { k = order[i]; m = n[k]; delete a
           for (j = 1; j <= m; j++) a[j] = v[k, j]; sortn(a, m)
           split(k, kk, " "); ss = st[k]; gsub(/OK,/, "", ss)
-          printf "%-5s %-24s %-6d %-7.3f %-7.3f %-8.3f %-8.3f %s\n", kk[1], kk[2], m, q(a, m, 0.5), q(a, m, 0.9), a[m], c2[k] ? s2[k] / c2[k] : 0, (ss == "OK" ? "all OK" : st[k]) } }' \
+          printf "%-5s %-24s %-6d %-7.3f %-7.3f %-8.3f %-8.3f %-8s %s\n", kk[1], kk[2], m, q(a, m, 0.5), q(a, m, 0.9), a[m], c2[k] ? s2[k] / c2[k] : 0, (k in cold ? cold[k] : "-"), (ss == "OK" ? "all OK" : st[k]) } }' \
   "$OUT/lat_rows"
 echo
 echo "== throughput (K episodes in flight on $THRU_TASK, $SEED_GROUP per seed)"
