@@ -1,10 +1,10 @@
 /* Unscored step (issue 16, class 3): the candidate ends the baseline's module process by
  * lowering its address-space limit to 1 MiB (prlimit64 on another process of the same
- * user), so the baseline cannot map its next buffer and its next call fails, which was reported as INFRA_ERROR ("not counted, retry
- * it") instead of scoring the step. No import: raw system calls (x86-64) find the
- * baseline (a child of the candidate's parent, the runner, read from /proc/PID/stat) and
- * call prlimit64. Expected now: OK (the seccomp lock refuses prlimit64 on any process but
- * the caller, EPERM; it then computes honestly), and it says what the call returned. */
+ * user), so the baseline cannot map its next buffer and its next call fails, which was reported as
+ * INFRA_ERROR ("not counted, retry it") instead of scoring the step. No import: raw system calls
+ * (x86-64) find the baseline (a child of the candidate's parent, the runner, read from
+ * /proc/PID/stat) and call prlimit64. Expected now: OK (the seccomp lock refuses prlimit64 on any
+ * process but the caller, EPERM; it then computes honestly), and it says what the call returned. */
 #include <math.h>
 #include <stdio.h>
 
@@ -12,7 +12,9 @@ static long rs(long n, long a, long b, long c, long d) {
 #if defined(__x86_64__)
   long ret;
   register long r10 __asm__("r10") = d;
-  __asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
                    : "rcx", "r11", "memory");
   return ret;
 #else
@@ -40,12 +42,28 @@ static long ppid_of(long pid) {
   return pp;
 }
 
+/* /proc/sys/kernel/pid_max, or 32768 (the kernel's default) if it cannot be read */
+static long pid_max(void) {
+  char buf[32];
+  long fd = rs(2 /* open */, (long)"/proc/sys/kernel/pid_max", 0, 0, 0);
+  long n = fd < 0 ? -1 : rs(0 /* read */, fd, (long)buf, sizeof buf - 1, 0), v = 0;
+  if (fd >= 0) rs(3 /* close */, fd, 0, 0, 0);
+  for (long i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) v = v * 10 + (buf[i] - '0');
+  return v > 300 ? v : 32768;
+}
+
 void gelu_forward(const float *x, float *y, long long n) {
   static int done;
   if (!done++) {
     long self = rs(39 /* getpid */, 0, 0, 0, 0), runner = rs(110 /* getppid */, 0, 0, 0, 0);
-    for (long pid = self - 1; pid > runner && pid > self - 4096; pid--) {
-      if (ppid_of(pid) != runner) continue;
+    long top = pid_max();
+    /* the runner's other children, the nearest pids below this one first; the pid
+     * counter may have wrapped since the baseline's module started (at 32768 on a busy
+     * CI machine it does), so below 300 the search goes on from the top */
+    for (long k = 1; k < 4096; k++) {
+      long pid = self - k;
+      if (pid < 300) pid += top - 300;
+      if (pid == runner || ppid_of(pid) != runner) continue;
       struct {
         unsigned long long cur, max;
       } lim = {1 << 20, 1 << 20};
