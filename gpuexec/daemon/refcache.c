@@ -30,11 +30,37 @@ ka_refcache *ka_refcache_new(size_t budget_bytes) {
   return c;
 }
 
+/* Reference outputs at least this large are mapped with transparent huge pages asked
+ * for: the reference's threads write them first, and with 4 KiB pages their page faults
+ * (one per 512 doubles, serialized on the process's memory map) took a large part of a
+ * new seed's reference on the H200 (docs/benchmarks/2026-12-03-session24-h200.md). */
+#define REF_HUGE_MIN ((size_t)4 << 20)
+
+/* A reference output of n doubles: mapped (huge pages advised) when large, else malloc'd;
+ * NULL on out of memory. Freed by ref_out_free with the same n. */
+static double *ref_out_alloc(int64_t n) {
+  size_t len = sizeof(double) * (size_t)(n ? n : 1);
+  if (len < REF_HUGE_MIN) return malloc(len);
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  madvise(p, len, MADV_HUGEPAGE); /* advice: without THP it is refused, and 4 KiB pages stay */
+  return p;
+}
+
+static void ref_out_free(double *p, int64_t n) {
+  size_t len = sizeof(double) * (size_t)(n ? n : 1);
+  if (!p) return;
+  if (len < REF_HUGE_MIN)
+    free(p);
+  else
+    munmap(p, len);
+}
+
 static void ref_free(ka_refentry *e) {
   for (int k = 0; k < KA_MAX_TENSORS; k++) {
     if (e->in[k]) munmap((void *)e->in[k], e->bytes[k] ? e->bytes[k] : 1);
     if (e->fd[k] >= 0) close(e->fd[k]);
-    free(e->ref[k]);
+    ref_out_free(e->ref[k], e->elems[k]);
   }
   pthread_mutex_destroy(&e->mu);
   free(e);
@@ -422,7 +448,7 @@ int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts) {
     const ka_task *t = e->task;
     for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT || e->ref[k]) continue;
-      e->ref[k] = malloc(sizeof(double) * (size_t)(e->elems[k] ? e->elems[k] : 1));
+      e->ref[k] = ref_out_alloc(e->elems[k]);
       if (!e->ref[k]) rc = KA_ENOMEM;
     }
     if (rc == KA_OK) {
