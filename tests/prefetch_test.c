@@ -378,8 +378,8 @@ static void test_lazy(ka_reference_fn fn) {
   int same = 1, ok = 1;
   for (int i = 0; i < 4; i++) same &= args[i].e == args[0].e, ok &= args[i].rc == KA_OK;
   check(ok && same && s1.entries == s0.entries + 1 && args[0].e->in[0],
-        "lazy: concurrent misses share one entry, drawn", "ok %d, same %d, entries %d -> %d",
-        ok, same, s0.entries, s1.entries);
+        "lazy: concurrent misses share one entry, drawn", "ok %d, same %d, entries %d -> %d", ok,
+        same, s0.entries, s1.entries);
   for (int i = 0; i < 4; i++) ka_ref_release(c, args[i].e);
 
   /* released before anyone drew it: not kept (an entry in the cache is complete or held) */
