@@ -60,6 +60,12 @@ uint64_t ka_fill_key(uint64_t seed, int case_index, int tensor_index);
 void ka_fill_input(const ka_tensor_spec *spec, void *buf, int64_t elems, uint64_t seed,
                    int case_index, int tensor_index);
 
+/* 1 while the vector normal draw has always agreed with ka_gen_bits; 0 once a chunk's
+ * spot check (three elements of every chunk) found a difference, after which every normal
+ * draw is element by element, with the definition's bits (and a line on stderr). Thread
+ * safe. */
+int ka_fill_vector_ok(void);
+
 /* Fills buf with a poison pattern that depends on seed: quiet NaNs with random payloads
  * for floating dtypes, random bytes for integers. */
 void ka_fill_poison(ka_dtype dt, void *buf, int64_t elems, uint64_t seed);

@@ -130,6 +130,9 @@ static void test_fill_matches_gen_bits(void) {
   ka_fill_input(&spec, f, n, 11, 2, 1);
   CHECK(fnv64(f, (size_t)n * 4) == 0x9d9bf2c0dc6e2eb3ULL); /* 5bbeb92..78c4c16's draw */
   free(f);
+  /* the bits above came from the vector draw itself, not from its fallback to the
+   * definition after a disagreement (which would hide a broken block function) */
+  CHECK(ka_fill_vector_ok());
 }
 
 static void test_data(void) {

@@ -22,7 +22,7 @@
 # (the whole lane stays under 60 s); in KA_TIMING_TESTS when it asserts a timing ratio.
 
 set(KA_FAST_TESTS
-    common sandbox adversarial_manifest adversarial_manifest_bad server_protocol
+    common common_base sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
     python_text triton_reset triton_tasks instruction_tasks torch_tasks torchproc command_task tls_url
     prefetch_queue

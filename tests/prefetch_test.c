@@ -328,6 +328,24 @@ static void *lazy_thread(void *p) {
   return NULL;
 }
 
+/* A reference that takes 1 s longer than host/gelu's (slow_ref_fn). */
+static ka_reference_fn slow_ref_fn;
+static void slow_ref(void *const *tensors, const int64_t *params) {
+  sleep_s(1.0);
+  slow_ref_fn(tensors, params);
+}
+
+typedef struct slow_arg {
+  ka_refentry *e;
+  int rc;
+} slow_arg;
+
+static void *slow_thread(void *p) {
+  slow_arg *a = p;
+  a->rc = ka_ref_reference_parts(a->e, slow_ref, 1);
+  return NULL;
+}
+
 static void test_lazy(ka_reference_fn fn) {
   char err[512] = "";
   ka_refcache *c = ka_refcache_new((size_t)64 << 20);
@@ -390,6 +408,27 @@ static void test_lazy(ka_reference_fn fn) {
   s1 = cstats(c);
   check(rc == KA_OK && s1.entries == s0.entries, "lazy: an undrawn entry released is dropped",
         "entries %d -> %d", s0.entries, s1.entries);
+  /* a hit on a drawn entry whose reference another holder is computing returns at once:
+   * the step of a GRPO group's second rollout does not wait for the first's reference
+   * before its runner starts (red team 2026-12-03: it waited 1.72 s of 2) */
+  ka_refentry *f = NULL, *g = NULL;
+  rc = ka_ref_acquire(c, g_gelu, 0, 24, &f, err, sizeof err);
+  slow_ref_fn = fn;
+  slow_arg sa = {.e = f};
+  pthread_t st;
+  int started = rc == KA_OK && pthread_create(&st, NULL, slow_thread, &sa) == 0;
+  sleep_s(0.2); /* the reference is being computed, its entry's mutex held */
+  double t0 = ka_now_s();
+  int rc2 = ka_ref_acquire(c, g_gelu, 0, 24, &g, err, sizeof err);
+  double waited = ka_now_s() - t0;
+  check(started && rc2 == KA_OK && g == f && waited < 0.3,
+        "lazy: a hit on a drawn entry does not wait for its reference", "rc %d, waited %.3f s", rc2,
+        waited);
+  if (started) pthread_join(st, NULL);
+  check(!started || (sa.rc == KA_OK && f->ref[1]), "lazy: the slow reference completes", "rc %d",
+        sa.rc);
+  if (g) ka_ref_release(c, g);
+  if (f) ka_ref_release(c, f);
   free(want);
   ka_refcache_free(c);
 }

@@ -44,6 +44,7 @@ static double *ref_out_alloc(int64_t n) {
   void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return NULL;
   madvise(p, len, MADV_HUGEPAGE); /* advice: without THP it is refused, and 4 KiB pages stay */
+  madvise(p, len, MADV_DONTFORK); /* a runner forked meanwhile copies none of it */
   return p;
 }
 
@@ -216,11 +217,14 @@ static int ref_draw_locked(ka_refentry *e, char *err, size_t errlen) {
     int rc = ref_input(e, k, err, errlen);
     if (rc) return rc;
   }
-  e->drawn = 1;
+  __atomic_store_n(&e->drawn, 1, __ATOMIC_RELEASE); /* after fd and in (ka_ref_inputs) */
   return KA_OK;
 }
 
 int ka_ref_inputs(ka_refentry *e, char *err, size_t errlen) {
+  /* drawn already: no wait for the mutex, which a holder computing the reference keeps
+   * (a step of a GRPO group's seed must not wait for its sibling's reference) */
+  if (__atomic_load_n(&e->drawn, __ATOMIC_ACQUIRE)) return KA_OK;
   pthread_mutex_lock(&e->mu);
   int rc = e->drawn ? KA_OK : ref_draw_locked(e, err, errlen);
   pthread_mutex_unlock(&e->mu);

@@ -55,7 +55,9 @@ ka_refcache *ka_refcache_new(size_t budget_bytes);
 void ka_refcache_free(ka_refcache *c);
 
 /* The entry of (t, case_index, seed), held for the caller: found in the cache, or made
- * now, with its inputs drawn (ka_fill_input) and sealed before it returns; its reference may not be
+ * now, with its inputs drawn (ka_fill_input) and sealed before it returns (an entry found
+ * undrawn: drawn now, or waited for while another holder draws it; a drawn one returns
+ * at once, even while another holder computes its reference); its reference may not be
  * computed yet (ka_ref_reference). cache may be NULL (a private entry). Returns KA_OK,
  * or KA_ESYS / KA_ENOMEM with the reason in err and *out NULL. */
 int ka_ref_acquire(ka_refcache *c, const ka_task *t, int case_index, uint64_t seed,

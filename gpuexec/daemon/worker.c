@@ -1140,6 +1140,7 @@ static int wk_pack_runner_job(wk_eval *ev, uint8_t **buf, size_t *len, int *shar
   rj.backend = ev->dev->backend;
   rj.device_index = ev->dev->index;
   rj.task_dir = t->dir;
+  rj.task_version = t->version;
   rj.candidate = job->files;
   rj.n_candidate = job->n_files;
   rj.warmup = job->warmup;

@@ -845,6 +845,14 @@ int main(int argc, char **argv) {
   char *blog = NULL, *clog = NULL;
   Kernelarena__V1__CaseResult **crs = calloc(job->n_cases + 1, sizeof *crs);
   int rc = ka_task_load(job->task_dir, &task, err, sizeof err);
+  /* the trial draws its inputs from this copy of the task, the worker's reference from
+   * its own: they must be the same version (a task edited on disk while gpuexec runs) */
+  if (rc == KA_OK && job->task_version && job->task_version[0] &&
+      strcmp(task->version, job->task_version) != 0)
+    rc = ka_seterr(err, sizeof err, KA_EINVAL,
+                   "task %s changed on disk since the executor loaded it (version %s, the "
+                   "executor's %s): restart gpuexec",
+                   task->id, task->version, job->task_version);
   s.task = task;
   double t_open = ka_now_s();
   int was_warm = s.ctx != NULL;

@@ -3,8 +3,10 @@
  * gpuexec writes one encoded Kernelarena__V1__RunnerJob to the runner's stdin (a Unix
  * socket) and shuts it down; the runner writes one encoded Kernelarena__V1__RunnerResult
  * to KA_RUNNER_RESULT_FD and exits 0. Input tensors arrive with the job as memfds
- * (sealed: nobody can change them); output tensors are memfds the runner fills with the
- * candidate's outputs. A runner may be started before its job (KA_RUNNER_PREOPEN_ENV). `ka-runner
+ * (sealed: nobody can change them), except where the runner draws the trial's inputs on
+ * the device (Device.device_staging: no input memfd at all); output tensors are memfds the runner
+ * fills with the candidate's outputs. A runner may be started before its job
+ * (KA_RUNNER_PREOPEN_ENV). `ka-runner
  * --discover BACKEND` instead writes an encoded Kernelarena__V1__DescribeResponse listing that
  * backend's devices to stdout.
  *

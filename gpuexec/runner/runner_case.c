@@ -286,9 +286,10 @@ static int rn_map_tensor(rn_cx *x, int i) {
    * draws it on the device (rn_stage_for); no other path can run without it */
   if (in && fd < 0 && !(x->dev && x->trial_drawn))
     return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_EINVAL,
-                   "case %s: input %s came without its memfd, and this backend cannot draw it "
-                   "on the device",
-                   x->c.name, ts->name);
+                   "case %s: input %s came without its memfd, and %s", x->c.name, ts->name,
+                   !x->dev        ? "this backend cannot draw it on the device"
+                   : x->tcase < 0 ? "the runner's copy of the task has no case of that name"
+                                  : "the job gave no input seed");
   /* outputs populated up front: the trial's device-to-host copy then takes no page
    * faults (a 256 MiB output is 65536 of them) */
   double tm = ka_now_s();
