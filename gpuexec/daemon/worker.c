@@ -1875,12 +1875,15 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   if (trial[1] >= 0) close(trial[1]); /* the runner has its own */
   if (rc != KA_OK && trial[0] >= 0) close(trial[0]);
   if (rc == KA_OK) {
-    double deadline = ka_now_s() + ev->timeout;
     /* the references are computed here, in the trusted process, while the runner works
      * (once per cache entry) */
     double t_refs = ka_now_s();
     int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
     t_refs = ka_now_s() - t_refs;
+    /* the runner's deadline starts once the references are in: their time (a new seed's
+     * draw on a loaded host) is ours, and a deadline from before them scored an honest
+     * step whose result was already waiting TIMEOUT (tests/slow_reference_test.sh) */
+    double deadline = ka_now_s() + ev->timeout;
     wk_early early;
     wk_early_start(&early, t, ev->cs, ref_rc == KA_OK ? ev->ncases : 0, trial[0]);
     ka_sb result = {0}, log = {0};
