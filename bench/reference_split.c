@@ -22,7 +22,7 @@ static double time_case(ka_task *t, int c, ka_reference_fn fn, int parts) {
     return -1;
   }
   double t0 = ka_now_s();
-  int rc = ka_ref_reference_parts(e, fn, parts);
+  int rc = ka_ref_reference_parts(e, fn, parts, NULL, 0);
   double ms = (ka_now_s() - t0) * 1e3;
   ka_ref_release(NULL, e);
   return rc == KA_OK ? ms : -1;

@@ -55,8 +55,8 @@ static void check_task(ka_task *t, const char *cache) {
   int64_t rows = t->cases[c].values[t->ref_split];
   /* 5 uneven parts (or one per row when fewer), the first on this thread */
   int parts = rows < 5 ? (int)rows : 5;
-  if (rc == KA_OK) rc = ka_ref_reference_parts(whole, fn, 1);
-  if (rc == KA_OK) rc = ka_ref_reference_parts(cut, fn, parts);
+  if (rc == KA_OK) rc = ka_ref_reference_parts(whole, fn, 1, NULL, 0);
+  if (rc == KA_OK) rc = ka_ref_reference_parts(cut, fn, parts, NULL, 0);
   if (rc != KA_OK)
     check(0, t->id, "entries: %s", err);
   else
@@ -119,8 +119,8 @@ static void check_bad_splits(const char *tasks, const char *cache) {
     rc = ka_reference_get(t, cache, &fn, err, sizeof err);
     if (rc == KA_OK) rc = ka_ref_acquire(NULL, t, c, 7, &whole, err, sizeof err);
     if (rc == KA_OK) rc = ka_ref_acquire(NULL, t, c, 7, &cut, err, sizeof err);
-    if (rc == KA_OK) rc = ka_ref_reference_parts(whole, fn, 1);
-    if (rc == KA_OK) rc = ka_ref_reference_parts(cut, fn, 3);
+    if (rc == KA_OK) rc = ka_ref_reference_parts(whole, fn, 1, NULL, 0);
+    if (rc == KA_OK) rc = ka_ref_reference_parts(cut, fn, 3, NULL, 0);
     check(rc == KA_OK && !same_reference(t, whole, cut), "the wrong split is caught", "%s",
           rc ? err : "slices differ from the whole");
     ka_ref_release(NULL, whole);

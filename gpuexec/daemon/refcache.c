@@ -440,20 +440,23 @@ static void ref_compute(ka_refentry *e, ka_reference_fn fn, int n) {
     if (parts[i].nonfinite) e->uncacheable = 1;
 }
 
-int ka_ref_reference(ka_refentry *e, ka_reference_fn fn) {
-  return ka_ref_reference_parts(e, fn, 0);
+int ka_ref_reference(ka_refentry *e, ka_reference_fn fn, char *err, size_t errlen) {
+  return ka_ref_reference_parts(e, fn, 0, err, errlen);
 }
 
-int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts) {
+int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts, char *err,
+                           size_t errlen) {
   pthread_mutex_lock(&e->mu);
-  char err[256];
-  int rc = e->ready || e->drawn ? KA_OK : ref_draw_locked(e, err, sizeof err);
+  int rc = e->ready || e->drawn ? KA_OK : ref_draw_locked(e, err, errlen);
   if (!e->ready && rc == KA_OK) {
     const ka_task *t = e->task;
     for (int k = 0; k < t->ntensors && rc == KA_OK; k++) {
       if (t->tensors[k].role != KA_ROLE_OUTPUT || e->ref[k]) continue;
       e->ref[k] = ref_out_alloc(e->elems[k]);
-      if (!e->ref[k]) rc = KA_ENOMEM;
+      if (!e->ref[k])
+        rc = ka_seterr(err, errlen, KA_ENOMEM,
+                       "out of host memory for the reference of output %s (%lld doubles)",
+                       t->tensors[k].name, (long long)e->elems[k]);
     }
     if (rc == KA_OK) {
       const ka_task *tk = e->task;

@@ -85,14 +85,15 @@ int ka_ref_entry_bytes(const ka_task *t, int case_index, size_t *bytes, char *er
 /* Computes e's reference outputs with fn unless done already (by this or another
  * holder: concurrent callers wait for the first), drawing its inputs first if they are not
  * (ka_ref_inputs); a task with reference.split is computed in slices on several threads
- * (ka_ref_reference_parts). Returns KA_OK, or KA_ENOMEM / KA_ESYS (a draw's failure). */
-int ka_ref_reference(ka_refentry *e, ka_reference_fn fn);
+ * (ka_ref_reference_parts). Returns KA_OK, or KA_ENOMEM / KA_ESYS (a draw's failure, or
+ * no memory for the outputs), the reason in err (may be NULL). */
+int ka_ref_reference(ka_refentry *e, ka_reference_fn fn, char *err, size_t errlen);
 
 /* As ka_ref_reference, in `parts` slices of the task's reference.split param (task.h),
  * parts 1.. each on a thread of its own that inherits the caller's priority; parts <= 0
  * chooses: up to one per online CPU, one per 2^18 elements of the case's tensors. A task
  * without a split is computed in one piece; one with fewer rows than parts, a row a part. */
-int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts);
+int ka_ref_reference_parts(ka_refentry *e, ka_reference_fn fn, int parts, char *err, size_t errlen);
 
 /* As ka_ref_acquire for a reference prefetch (ka_prefetch): an entry found is held as
  * it is; one made is marked speculative until an evaluation acquires it. A prefetch never

@@ -235,6 +235,7 @@ typedef struct wk_ref_job {
   const ka_task *t;
   ka_reference_fn fn;
   int rc;
+  char err[256]; /* why rc is not KA_OK */
 } wk_ref_job;
 
 /* A reference thread, at the lowest priority: it runs while the runner times its calls,
@@ -243,7 +244,7 @@ typedef struct wk_ref_job {
 static void *wk_ref_thread_low(void *arg);
 static void *wk_ref_thread(void *arg) {
   wk_ref_job *j = arg;
-  j->rc = ka_ref_reference(j->wc->e, j->fn);
+  j->rc = ka_ref_reference(j->wc->e, j->fn, j->err, sizeof j->err);
   for (int k = 0; k < j->t->ntensors && j->rc == KA_OK; k++)
     if (j->t->tensors[k].role == KA_ROLE_OUTPUT) j->wc->t[k].ref = j->wc->e->ref[k];
   return NULL;
@@ -256,13 +257,14 @@ static void *wk_ref_thread_low(void *arg) {
 
 /* The reference outputs of every case (computed once per cache entry, its inputs drawn
  * first where wk_prepare left them), the cases in parallel threads. KA_OK, or KA_ENOMEM /
- * KA_ESYS. */
-static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int n) {
+ * KA_ESYS with the first failing case's reason in err. */
+static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int n, char *err,
+                         size_t errlen) {
   wk_ref_job jobs[WK_MAX_CASES];
   pthread_t th[WK_MAX_CASES];
   int started[WK_MAX_CASES] = {0};
   for (int i = 0; i < n; i++) {
-    jobs[i] = (wk_ref_job){.wc = &cs[i], .t = t, .fn = fn, .rc = KA_OK};
+    jobs[i] = (wk_ref_job){.wc = &cs[i], .t = t, .fn = fn, .rc = KA_OK, .err = ""};
     started[i] = pthread_create(&th[i], NULL, wk_ref_thread_low, &jobs[i]) == 0;
   }
   for (int i = 0; i < n; i++)
@@ -270,7 +272,9 @@ static int wk_references(const ka_task *t, ka_reference_fn fn, wk_case *cs, int 
   int rc = KA_OK;
   for (int i = 0; i < n; i++) {
     if (started[i]) pthread_join(th[i], NULL);
-    if (jobs[i].rc) rc = jobs[i].rc;
+    if (jobs[i].rc && rc == KA_OK)
+      rc = ka_seterr(err, errlen, jobs[i].rc, "case %s: %s", cs[i].c->name,
+                     jobs[i].err[0] ? jobs[i].err : "failed");
   }
   return rc;
 }
@@ -1808,7 +1812,7 @@ int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, doub
     }
     ka_refentry *e = NULL;
     rc = ka_ref_acquire_prefetch(cfg->ref_cache, ev->t, i, ev->in_seed, &e, err, errlen);
-    if (rc == KA_OK) rc = ka_ref_reference(e, ev->ref);
+    if (rc == KA_OK) rc = ka_ref_reference(e, ev->ref, err, errlen);
     if (e) ka_ref_release(cfg->ref_cache, e);
     ka_prefetch_unit_end();
   }
@@ -1878,7 +1882,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     /* the references are computed here, in the trusted process, while the runner works
      * (once per cache entry) */
     double t_refs = ka_now_s();
-    int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases);
+    char ref_err[320] = "";
+    int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases, ref_err, sizeof ref_err);
     t_refs = ka_now_s() - t_refs;
     /* the runner's deadline starts once the references are in: their time (a new seed's
      * draw on a loaded host) is ours, and a deadline from before them scored an honest
@@ -1902,9 +1907,7 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     t_run = ka_now_s() - t_run;
     double t_judge = ka_now_s();
     if (ref_rc != KA_OK) {
-      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR,
-              ref_rc == KA_ENOMEM ? "out of host memory for the reference"
-                                  : "drawing the reference's inputs failed (memfds)");
+      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the reference failed: %s", ref_err);
     } else {
       wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
       wk_sandbox_verdict(&ch.report, res, &log);
