@@ -565,10 +565,24 @@ static int rn_timed_dist(const ka_fill *f) {
   return f->dist == KA_DIST_NORMAL && narrow ? KA_FILL_FAST_NORMAL : f->dist;
 }
 
+/* Whether this runner holds the device lock exclusive (a slice of timed calls, rn_time):
+ * no other evaluation's work can reach the device before this runner's own work queued
+ * now has run, so that work need not be waited for before the next op on the stream
+ * (which runs after it). Under a shared hold, or without a lock, the work is waited for
+ * where it ends: a shared hold is given up (for an exclusive one, or at a downgrade)
+ * only with nothing of this runner's left on the device. */
+static int rn_exclusive(const rn_cx *x) {
+  return x->s->lock.m >= 0 && x->s->lock.held == KA_DEVLOCK_EXCLUSIVE;
+}
+
 /* Everything call q gets before it runs, outside any timed interval: the scratch of both
  * implementations zeroed, each input drawn for call q, each output poisoned for call q.
  * The trial (q RN_TRIAL) gets the worker's inputs (drawn again on the device path, or
- * copied in and checksummed). */
+ * copied in and checksummed). On the device path the work is waited for unless the hold
+ * is exclusive (rn_exclusive): then the cache flush after it (which waits) or the next
+ * op that reads a result covers it, and the device does not idle while the host queues
+ * the flush (one host round trip less per call). The phase log's staging is then the
+ * host's time to queue it, and the device's time for it shows in the cache flush. */
 static int rn_stage_for(rn_cx *x, int q, int inputs);
 static int rn_stage(rn_cx *x, int q) {
   return rn_stage_for(x, q, 1);
@@ -621,7 +635,7 @@ static int rn_stage_for(rn_cx *x, int q, int inputs) {
       rc = s->be->copy_to_device(s->ctx, x->tensors[i], x->stage[i], x->bytes[i]);
     }
   }
-  if (rc == KA_OK && x->dev) rc = s->be->synchronize(s->ctx);
+  if (rc == KA_OK && x->dev && !rn_exclusive(x)) rc = s->be->synchronize(s->ctx);
   return rc;
 }
 
@@ -675,7 +689,9 @@ static void rn_work_end(rn_state *s) {
   atomic_store(&s->cand_since_ns, 0);
 }
 
-/* Enqueues impl w's launches and waits for the device. */
+/* Enqueues impl w's launches and waits for the device; the baseline's (w 0) on the
+ * device path under an exclusive hold is not waited for (rn_exclusive): the compare that
+ * reads its outputs next waits, and reports a fault of it as its own. */
 static int rn_run(rn_cx *x, int w) {
   rn_state *s = x->s;
   rn_work_begin(s, w);
@@ -683,7 +699,7 @@ static int rn_run(rn_cx *x, int w) {
   for (int i = 0; i < x->impl[w].plan->nlaunches && rc == KA_OK; i++)
     rc = s->be->launch(s->ctx, x->impl[w].mod, &x->ls[w][i]);
   if (rc == KA_OK) {
-    rc = s->be->synchronize(s->ctx);
+    if (w == 1 || !x->dev || !rn_exclusive(x)) rc = s->be->synchronize(s->ctx);
   } else {
     s->be->synchronize(s->ctx); /* what the failed launch's predecessors queued, under the
                                    call limit */
@@ -913,12 +929,17 @@ static int rn_hold_exclusive(rn_cx *x) {
 
 /* Ends the slice of exclusive hold (a downgrade to shared: every other evaluation's
  * waiting work may run, and this runner's next rn_hold_exclusive waits its turn) when
- * it has lasted RN_SLICE_S or `now` is set. Called only between pairs of calls, with
- * this runner's own work synchronized. KA_OK or an INFRA_ERROR. */
+ * it has lasted RN_SLICE_S or `now` is set, after waiting for this runner's own work.
+ * Called only between pairs of calls. KA_OK, a fault's verdict (rn_fault) or an
+ * INFRA_ERROR. */
 static int rn_slice_end(rn_cx *x, int now) {
   ka_devlock *l = &x->s->lock;
   if (l->held != KA_DEVLOCK_EXCLUSIVE) return KA_OK;
   if (!now && ka_now_s() - x->slice0 < RN_SLICE_S) return KA_OK;
+  /* nothing of this runner's may run once others may time their calls (a result's
+   * clearing, rn_stage's and rn_run's unwaited work under the hold): waited for here */
+  int rc = x->s->be->synchronize(x->s->ctx);
+  if (rc != KA_OK) return rn_fault(x, rc, "finishing a slice of timed calls");
   if (ka_devlock_shared(l) != KA_OK)
     return rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ESYS, "the device lock failed");
   return KA_OK;
@@ -995,8 +1016,9 @@ static int rn_time(rn_cx *x) {
     }
     if (rc == KA_OK) rc = rn_slice_end(x, 0);
   }
-  int rc2 = rn_slice_end(x, 1);
-  return rc ? rc : rc2;
+  /* after a failure the hold stays until rn_case releases it: the wait in rn_slice_end
+   * would report the same fault again over the verdict already given */
+  return rc ? rc : rn_slice_end(x, 1);
 }
 
 /* ---- judge ---------------------------------------------------------------------- */
