@@ -24,6 +24,7 @@
 set(KA_FAST_TESTS
     common common_base sandbox adversarial_manifest adversarial_manifest_bad server_protocol
     client_kaclient nvrtc_compile hip_compile load_small compare e2e_embedded tasks_dir devlock runner_seeds
+    runner_stats
     python_text triton_reset triton_tasks instruction_tasks torch_tasks torchproc command_task tls_url
     prefetch_queue
     triton_driver)
@@ -87,7 +88,7 @@ set(KA_TEST_COSTS
 # that runs a program of its own names it here (else the sanitize lane fails: not found).
 set(KA_FAST_TARGETS
     envserver gpuexec ka-runner ka-validate envctl ka_backend_cuda ka_backend_hip
-    adversarial_list common_test devlock_test torchproc_test runner_seeds_test
+    adversarial_list common_test devlock_test torchproc_test runner_seeds_test runner_stats_test
     command_task_test tls_url_test sandbox_test nvrtc_compile_test hip_compile_test
     server_protocol_test client_kaclient_test triton_reset_test prefetch_test)
 add_custom_target(ka_fast_lane)

@@ -80,9 +80,11 @@
 #define RN_KEEP_MAX_HOST_BYTES ((size_t)2 << 30)
 #define RN_VERIFY_SLACK 1.0
 /* Adaptive repetition (issue 15; GPU MODE's stopping rule in spirit): after the job's
- * reps (the minimum), timed calls continue while the standard error of the mean log
- * speedup over the repetitions, sd / sqrt(n), exceeds RN_RSE_TARGET (a relative error
- * of the speedup estimate of about 0.1%), up to the job's max_reps (gpuexec
+ * reps (the minimum), timed calls continue while the standard error of the median log
+ * speedup over the repetitions, estimated robustly (rn_median_se: from the median
+ * absolute deviation; the mean's sd / sqrt(n) before 2026-12-04, which a rare slow call
+ * blew up), exceeds RN_RSE_TARGET (a relative error of the speedup estimate of about
+ * 0.1%), up to the job's max_reps (gpuexec
  * --adaptive-reps), RN_REPS_MAX repetitions, or RN_TIMED_BUDGET_S seconds of wall time
  * in the timed phase (not counting waits for the shared device), whichever comes first.
  * On the device path (every call verified) and where every call's outputs are kept;
@@ -150,6 +152,7 @@ typedef struct rn_cx {
   /* timings */
   int warm, reps, reps_min, reps_max;
   double *ms[2], *wall[2];
+  double *scratch_se;   /* 2 x reps_max doubles for rn_median_se */
   unsigned char *vflag; /* vflag[r]: timed call r was verified */
   int verified;
   double slice0; /* when the current exclusive hold of the device lock began (rn_time) */
@@ -500,7 +503,8 @@ static int rn_setup(rn_cx *x) {
     if (!x->ms[w] || !x->wall[w])
       rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM, "out of host memory");
   }
-  if (rc == KA_OK && !(x->vflag = calloc((size_t)n, 1)))
+  if (rc == KA_OK && (!(x->vflag = calloc((size_t)n, 1)) ||
+                      !(x->scratch_se = calloc((size_t)n * 2, sizeof(double)))))
     rc = rn_fail(x, KERNELARENA__V1__STATUS__INFRA_ERROR, KA_ENOMEM, "out of host memory");
   x->ph_setup += ka_now_s() - t0;
   return rc;
@@ -908,13 +912,74 @@ static double rn_log_speedup_sd(const rn_cx *x, int n) {
   return sqrt(var > 0 ? var : 0);
 }
 
+/* The k-th smallest (0-based) of v[0..n), n >= 1, reordering v: Hoare's selection
+ * ("Algorithm 65: FIND", CACM 4(7), 1961), expected O(n). */
+static double rn_select(double *v, int n, int k) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = v[lo + (hi - lo) / 2];
+    int i = lo, j = hi;
+    while (i <= j) {
+      while (v[i] < pivot) i++;
+      while (v[j] > pivot) j--;
+      if (i <= j) {
+        double t = v[i];
+        v[i++] = v[j], v[j--] = t;
+      }
+    }
+    if (k <= j)
+      hi = j;
+    else if (k >= i)
+      lo = i;
+    else
+      return v[k];
+  }
+  return v[k];
+}
+
+/* The median of v[0..n), n >= 1, reordering v. */
+static double rn_median_inplace(double *v, int n) {
+  double hi = rn_select(v, n, n / 2);
+  if (n & 1) return hi;
+  double lo = v[0]; /* after the selection v[0 .. n/2) holds the n/2 smallest */
+  for (int i = 1; i < n / 2; i++)
+    if (v[i] > lo) lo = v[i];
+  return 0.5 * (lo + hi);
+}
+
+double rn_median_se_of(const double *base_ms, const double *cand_ms, int n, double *scratch,
+                       int *outliers) {
+  if (outliers) *outliers = 0;
+  if (n < 2) return 0;
+  double *l = scratch, *d = scratch + n;
+  for (int r = 0; r < n; r++) {
+    l[r] = log(base_ms[r] / cand_ms[r]);
+    if (!isfinite(l[r])) return NAN;
+  }
+  double med = rn_median_inplace(l, n);
+  for (int r = 0; r < n; r++) d[r] = fabs(l[r] - med);
+  double sigma = 1.4826 * rn_median_inplace(d, n);
+  if (outliers)
+    for (int r = 0; r < n; r++) *outliers += sigma > 0 && d[r] > 5 * sigma;
+  return 1.2533141373155 * sigma / sqrt((double)n);
+}
+
+/* rn_median_se_of over the first n repetitions of x (scratch: x->scratch_se). */
+static double rn_median_se(const rn_cx *x, int n, int *outliers) {
+  if (!x->scratch_se) {
+    if (outliers) *outliers = 0;
+    return n < 2 ? 0 : NAN;
+  }
+  return rn_median_se_of(x->ms[0], x->ms[1], n, x->scratch_se, outliers);
+}
+
 /* Whether the timed calls may stop after n repetitions (see RN_RSE_TARGET). */
 static int rn_enough(const rn_cx *x, int n, double timed_wall_s) {
   if (n < x->reps_min) return 0;
   double budget = x->job->timed_budget_s > 0 ? x->job->timed_budget_s : RN_TIMED_BUDGET_S;
   if (n >= x->reps_max || timed_wall_s >= budget) return 1;
-  double sd = rn_log_speedup_sd(x, n);
-  return isfinite(sd) && sd / sqrt((double)n) <= RN_RSE_TARGET;
+  double se = rn_median_se(x, n, NULL);
+  return isfinite(se) && se <= RN_RSE_TARGET;
 }
 
 /* Holds the device lock exclusive for the timed calls' slice: a slice begins when the
@@ -1270,16 +1335,19 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
   if (rc == KA_OK) rc = rn_time(x);
   if (rc == KA_OK && x->kept) rc = rn_verify_kept(x);
   if (rc == KA_OK) {
+    int outliers = 0;
+    double se = rn_median_se(x, x->reps, &outliers);
     ka_sb_printf(&s->log,
                  "[kernelarena] case %s phases (%s staging, fresh inputs, %d calls, %d reps, "
-                 "log-speedup sd %.2f%%): "
+                 "log-speedup sd %.2f%%, median's robust se %.3f%%, %d outliers): "
                  "setup %.1f ms, trial %.1f ms, staging %.1f ms, cache flush %.1f ms, calls "
                  "%.1f ms, checks %.1f ms, verification %.1f ms, device lock waits %.1f ms, "
                  "case %.1f ms\n",
                  x->c.name, x->dev ? "device" : "host", 2 * (x->warm + x->reps) + x->verified,
-                 x->reps, rn_log_speedup_sd(x, x->reps) * 100, x->ph_setup * 1e3, x->ph_trial * 1e3,
-                 x->ph_stage * 1e3, x->ph_flush * 1e3, x->ph_calls * 1e3, x->ph_checks * 1e3,
-                 x->ph_verify * 1e3, (s->lock.waited_s - waited0) * 1e3, (ka_now_s() - t0) * 1e3);
+                 x->reps, rn_log_speedup_sd(x, x->reps) * 100, se * 100, outliers,
+                 x->ph_setup * 1e3, x->ph_trial * 1e3, x->ph_stage * 1e3, x->ph_flush * 1e3,
+                 x->ph_calls * 1e3, x->ph_checks * 1e3, x->ph_verify * 1e3,
+                 (s->lock.waited_s - waited0) * 1e3, (ka_now_s() - t0) * 1e3);
     ka_sb_printf(&s->log,
                  "[kernelarena] case %s setup: maps %.1f ms, device buffers %.1f ms, output "
                  "copies %.1f ms; trial: staging %.1f ms, run %.1f ms, input checks %.1f ms, "

@@ -61,6 +61,19 @@ typedef struct rn_seeds {
 } rn_seeds;
 void rn_case_seeds(uint64_t job_seed, int ci, int reproducible, rn_seeds *out);
 
+/* The standard error of the median log speedup log(base_ms[r] / cand_ms[r]) over
+ * r < n, estimated robustly (the adaptive repetition's stopping rule, runner_case.c
+ * RN_RSE_TARGET): sigma = 1.4826 x the median absolute deviation (consistent for the
+ * normal: Rousseeuw and Croux, JASA 88(424), 1993), and the sample median's asymptotic
+ * standard error sqrt(pi / 2) sigma / sqrt(n), i.e. 1 / (2 f(m) sqrt(n)) for a normal
+ * density f. A rare slow call moves neither the median nor this estimate, where it blows
+ * up the mean's standard error. A fraction (log ratio, not percent); 0 for n < 2; NaN if
+ * a ratio is not finite (a time 0, NaN or infinite). *outliers (may be NULL): the
+ * repetitions more than 5 sigma from the median. scratch: 2 n doubles, overwritten.
+ * Thread safe (no state). */
+double rn_median_se_of(const double *base_ms, const double *cand_ms, int n, double *scratch,
+                       int *outliers);
+
 /* The backend's last error text ("" without one). */
 const char *rn_be_err(rn_state *s);
 
