@@ -3,7 +3,8 @@
  * the median is sqrt(pi / 2) sigma / sqrt(n) within sampling error; 4% of the pairs made
  * 3x slower (a rare outlier, as the H200 showed in 2026-12-04's runs) leave it within 15%
  * of that and are counted as outliers, while the mean's standard error (the rule before)
- * grows past 3x; n < 2 gives 0, a zero time NaN; a run of identical ratios 0. On clean
+ * grows past 3x; n < 2 gives 0, a zero time NaN; ratios more than half equal (MAD 0) their
+ * RMS deviation; a run of identical ratios 0. On clean
  * data the median's standard error is sqrt(pi / 2) the mean's: the rule asks ~1.57x the
  * repetitions of the mean's rule there, and far fewer where a few calls are slow. */
 #include <math.h>
@@ -70,6 +71,11 @@ int main(void) {
   c[7] = 0;
   check(isnan(rn_median_se_of(b, c, N, scratch, NULL)), "a zero time gives NaN", "%s", "not NaN");
   c[7] = z;
+  /* quantized: 12 of 20 ratios exactly 1 (a kernel of a few ticks), 8 off by a tick:
+   * the MAD is 0, the estimate is not (it would stop at the minimum on nothing) */
+  for (int r = 0; r < 20; r++) b[r] = 0.002, c[r] = r < 12 ? 0.002 : (r & 1 ? 0.0025 : 0.0015);
+  double seq = rn_median_se_of(b, c, 20, scratch, NULL);
+  check(seq > 0.01, "more than half the ratios equal: the RMS deviation, not 0", "se %g", seq);
   for (int r = 0; r < 20; r++) b[r] = c[r] = 1.0;
   out = -1;
   double se4 = rn_median_se_of(b, c, 20, scratch, &out);

@@ -959,6 +959,14 @@ double rn_median_se_of(const double *base_ms, const double *cand_ms, int n, doub
   double med = rn_median_inplace(l, n);
   for (int r = 0; r < n; r++) d[r] = fabs(l[r] - med);
   double sigma = 1.4826 * rn_median_inplace(d, n);
+  if (sigma == 0) {
+    /* more than half the ratios equal (a kernel of a few timer ticks: red team
+     * 2026-12-04): their root mean square deviation from the median instead (at least
+     * the sample sd), 0 only if every ratio is equal */
+    double sq = 0;
+    for (int r = 0; r < n; r++) sq += d[r] * d[r];
+    sigma = sqrt(sq / (n - 1));
+  }
   if (outliers)
     for (int r = 0; r < n; r++) *outliers += sigma > 0 && d[r] > 5 * sigma;
   return 1.2533141373155 * sigma / sqrt((double)n);
@@ -1265,6 +1273,7 @@ static void rn_teardown(rn_cx *x) {
     free(x->ms[w]), free(x->wall[w]);
   }
   free(x->vflag);
+  free(x->scratch_se);
 }
 
 void rn_case_seeds(uint64_t job_seed, int ci, int reproducible, rn_seeds *out) {

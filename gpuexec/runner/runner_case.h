@@ -67,7 +67,9 @@ void rn_case_seeds(uint64_t job_seed, int ci, int reproducible, rn_seeds *out);
  * normal: Rousseeuw and Croux, JASA 88(424), 1993), and the sample median's asymptotic
  * standard error sqrt(pi / 2) sigma / sqrt(n), i.e. 1 / (2 f(m) sqrt(n)) for a normal
  * density f. A rare slow call moves neither the median nor this estimate, where it blows
- * up the mean's standard error. A fraction (log ratio, not percent); 0 for n < 2; NaN if
+ * up the mean's standard error. Where more than half the ratios are equal (the MAD 0: a
+ * kernel of a few timer ticks) sigma is their root mean square deviation from the median
+ * instead. A fraction (log ratio, not percent); 0 for n < 2 or every ratio equal; NaN if
  * a ratio is not finite (a time 0, NaN or infinite). *outliers (may be NULL): the
  * repetitions more than 5 sigma from the median. scratch: 2 n doubles, overwritten.
  * Thread safe (no state). */
