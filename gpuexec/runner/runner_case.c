@@ -898,8 +898,8 @@ static int rn_verify_kept(rn_cx *x) {
 /* ---- timed calls ---------------------------------------------------------------- */
 
 /* The sample standard deviation of the log speedup (baseline over candidate time) over
- * the first n repetitions: the per-rep noise the stopping rule sees. 0 for n < 2; NaN
- * when a time is 0 or not finite. */
+ * the first n repetitions, for the phase log (the stopping rule uses rn_median_se: a few
+ * slow calls blow this one up). 0 for n < 2; NaN when a time is 0 or not finite. */
 static double rn_log_speedup_sd(const rn_cx *x, int n) {
   if (n < 2) return 0;
   double sum = 0, sq = 0;
@@ -1369,6 +1369,10 @@ int rn_case(rn_state *s, const Kernelarena__V1__RunnerJob *job, int ci, rn_impl 
                    x->c.name, s->lock.exclusive_n - excl0, (s->lock.waited_s - waited0) * 1e3);
     rc = rn_judge(x);
   }
+  /* nothing of this runner's left on the device when the lock goes (a failure leaves the
+   * exclusive hold with unwaited staging or a verification run queued: rn_time); its
+   * rc is ignored, the case's verdict is already given */
+  if (s->ctx && s->lock.held != KA_DEVLOCK_NONE) (void)s->be->synchronize(s->ctx);
   rn_teardown(x);
   /* device memory freed (rn_teardown) before others may time their calls */
   if (ka_devlock_release(&s->lock) != KA_OK && rc == KA_OK)
