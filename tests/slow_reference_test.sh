@@ -5,7 +5,9 @@
 # scored TIMEOUT once a slow reference (a new seed's, on a loaded host) outlasted
 # timeout_s. The deadline now starts when the references are in: the time is the
 # executor's, never the submission's. The fixture: host/gelu with a reference that
-# sleeps 4 s per call (the cases' references run side by side) and timeout_s 3.
+# sleeps 6 s per call (the cases' references run side by side) and timeout_s 3. The
+# prefetch at Reset starts the references first, so the step waits for less than 6 s of
+# them, but for more than timeout_s (with 4 s, a loaded CI machine waited under 4 s).
 # The baseline's step is OK, and a candidate that hangs is still TIMEOUT.
 # usage: slow_reference_test.sh BIN_DIR SOURCE_DIR
 set -u
@@ -17,8 +19,8 @@ ka_task_copy host/gelu "s/^timeout_s: .*/timeout_s: 3/; s/n: 1048576/n: 65536/" 
   "s/n: 2097152/n: 131072/" "s/n: 1000003/n: 4099/" "s/reference: {symbol: gelu_ref, split: n}/reference: {symbol: gelu_ref}/"
 ref=$WORK/tasks/host/gelu/reference.c
 sed -i 's/^#include <stdint.h>/#include <stdint.h>\n#include <unistd.h>/' "$ref"
-sed -i 's/^  const float \*x = tensors\[0\];/  sleep(4); \/* the slow reference of this test *\/\n  const float *x = tensors[0];/' "$ref"
-check "the fixture's reference sleeps" grep -q "sleep(4)" "$ref"
+sed -i 's/^  const float \*x = tensors\[0\];/  sleep(6); \/* the slow reference of this test *\/\n  const float *x = tensors[0];/' "$ref"
+check "the fixture's reference sleeps" grep -q "sleep(6)" "$ref"
 check "the fixture's reference is not split" grep -q "reference: {symbol: gelu_ref}" \
   "$WORK/tasks/host/gelu/task.yaml"
 ka_stack "$WORK/tasks"
@@ -27,7 +29,7 @@ ka_run "$BIN/envctl" episode --server "$URL" --task host/gelu --seed 5 --max-ste
 check "the baseline's step is OK although its references took longer than timeout_s" \
   grep -q "step 1: status OK" "$WORK/honest.out" || cat "$WORK/honest.out"
 check "its log shows the references' time beyond the timeout" \
-  grep -Eq "of which references ([4-9][0-9]{3}|[1-9][0-9]{4,})\.[0-9] ms" "$WORK/honest.out"
+  grep -Eq "of which references ([3-9][0-9]{3}|[1-9][0-9]{4,})\.[0-9] ms" "$WORK/honest.out"
 # a candidate that never returns: still the submission's TIMEOUT, within the deadline
 hang=$WORK/hang
 mkdir -p "$hang"
