@@ -725,12 +725,12 @@ static int rn_after_call(rn_cx *x, int w, int q, const char *kind) {
   if (changed >= 0 && q == RN_TRIAL)
     return rn_fail(x, KERNELARENA__V1__STATUS__INCORRECT, KA_EINVAL,
                    "case %s: the candidate changed its input %s (inputs must be left as they "
-                   "are)",
+                   "are; a write past the bounds of an output can land in an input)",
                    x->c.name, x->t->tensors[changed].name);
   if (changed >= 0)
     return rn_fail(x, KERNELARENA__V1__STATUS__INCORRECT, KA_EINVAL,
                    "case %s: input %s changed during %s of the %s (inputs must be left as they "
-                   "are)",
+                   "are; a write past the bounds of an output can land in an input)",
                    x->c.name, x->t->tensors[changed].name, kind, x->impl[w].label);
   return KA_OK;
 }
