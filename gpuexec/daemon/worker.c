@@ -1823,6 +1823,86 @@ int ka_prefetch(const ka_exec_config *cfg, const Kernelarena__V1__Job *job, doub
   return rc;
 }
 
+/* A command task's evaluation (command.c): its own commands, which hold the device's
+ * lock as a runner does (devlock.h); on the host backend no prefetch runs beside them
+ * (they time on the CPU). Fills res. */
+static void wk_evaluate_command(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
+                                const Kernelarena__V1__Job *job, const ka_task *ct,
+                                Kernelarena__V1__Result *res) {
+  ka_devlock lock = {.m = -1, .t = -1};
+  wk_lock_fds(dev, &lock.m, &lock.t);
+  int host = !strcmp(dev->backend, "host");
+  if (host) ka_prefetch_pause();
+  ka_command_evaluate(cfg, dev, job, ct, &lock, res);
+  if (host) ka_prefetch_resume();
+  ka_devlock_release(&lock);
+  if (lock.m >= 0) close(lock.m), close(lock.t);
+}
+
+/* With ev's runner started (wk_runner returned KA_OK): computes the references here, in the trusted
+ * process, while the runner works (once per cache entry); compares each case's trial outputs as the
+ * runner announces them on trial_r (wk_early); collects the runner's result until ev->timeout after
+ * the references are in; judges (wk_verdict, the sandbox's report); gives the build caches their
+ * images; and writes the phase line and the logs into res. *hold: a host runner's prefetch pause,
+ * ended here once the runner is done. t_prep: the preparation's seconds; t_run0: when the
+ * runner started (ka_now_s). */
+static void wk_await_runner(wk_eval *ev, wk_child *ch, const uint8_t *jbuf, int trial_r, int *hold,
+                            double t_prep, double t_run0, Kernelarena__V1__Result *res, char *err,
+                            size_t errlen) {
+  const ka_task *t = ev->t;
+  int gpu = strcmp(ev->dev->backend, "host") != 0;
+  double t_refs = ka_now_s();
+  char ref_err[320] = "";
+  int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases, ref_err, sizeof ref_err);
+  t_refs = ka_now_s() - t_refs;
+  /* the runner's deadline starts once the references are in: their time (a new seed's
+   * draw on a loaded host) is ours, and a deadline from before them scored an honest
+   * step whose result was already waiting TIMEOUT (tests/slow_reference_test.sh) */
+  double deadline = ka_now_s() + ev->timeout;
+  wk_early early;
+  wk_early_start(&early, t, ev->cs, ref_rc == KA_OK ? ev->ncases : 0, trial_r);
+  ka_sb result = {0}, log = {0};
+  int wstatus = 0;
+  size_t dropped = 0;
+  /* GPU backends: no submitted code runs on the host, so once the runner's result is
+   * in nothing of the runner's exit changes the verdict */
+  int left = 0;
+  int rc = wk_collect(ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
+  if (*hold) ka_prefetch_resume(), *hold = 0;
+  wk_early_end(&early);
+  if (left && ev->locked)
+    wk_finish_detached(ev->cfg, ev->dev, ch);
+  else if (left)
+    wk_leave(ev->dev, ch);
+  double t_run = ka_now_s() - t_run0, t_judge = ka_now_s();
+  if (ref_rc != KA_OK) {
+    wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the reference failed: %s", ref_err);
+  } else {
+    wk_verdict(ev, rc, &result, wstatus, &log, res, err, errlen);
+    wk_sandbox_verdict(&ch->report, res, &log);
+  }
+  /* the build cache takes the baseline's image of an evaluation with a verdict */
+  if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
+    wk_image_put(ev, ev->image_fd);
+  if (ev->cand_image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
+    wk_cand_image_put(ev, ev->cand_image_fd);
+  ka_sb_printf(&log,
+               "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
+               "ms, of which references %.1f ms, judging %.1f ms (%d of %d cases compared "
+               "while the runner timed)\n",
+               t_prep * 1e3, t_run * 1e3, t_refs * 1e3, (ka_now_s() - t_judge) * 1e3,
+               early.compared, ev->ncases);
+  if (dropped)
+    ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n", dropped);
+  res->runtime_log = ka_sb_take(&log);
+  wk_truncate(&res->compile_log, WK_LOG_MAX);
+  ka_sb_free(&result);
+}
+
+/* One evaluation of job on dev into res: a command task's commands, or the job checked,
+ * its cases prepared (inputs, reference entries), a runner started with the packed job,
+ * and its result awaited and judged (wk_await_runner). What is left (buffers, folder)
+ * goes to *left_over for ka_evaluate_finish, after the result is sent. */
 static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__Device *dev,
                              const Kernelarena__V1__Job *job, Kernelarena__V1__Result *res,
                              wk_eval **left_over) {
@@ -1831,6 +1911,11 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   char err[2048] = "";
   res->job_id = wk_strdup(job->job_id);
   res->device = ka_device_dup(dev);
+  const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
+  if (ct && ct->command) {
+    wk_evaluate_command(cfg, dev, job, ct, res);
+    return;
+  }
   wk_eval *ev = calloc(1, sizeof *ev);
   if (!ev) {
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
@@ -1839,25 +1924,10 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   ev->cfg = cfg, ev->job = job, ev->dev = dev;
   ev->image_fd = -1;
   ev->cand_image_fd = -1;
-  const ka_task *ct = ka_registry_find(cfg->tasks, job->task_id);
-  if (ct && ct->command) { /* a command task: its own commands (command.c), which hold the
-                              device's lock as a runner does (devlock.h) */
-    free(ev);
-    ka_devlock lock = {.m = -1, .t = -1};
-    wk_lock_fds(dev, &lock.m, &lock.t);
-    int host = !strcmp(dev->backend, "host"); /* its commands time on the CPU */
-    if (host) ka_prefetch_pause();
-    ka_command_evaluate(cfg, dev, job, ct, &lock, res);
-    if (host) ka_prefetch_resume();
-    ka_devlock_release(&lock);
-    if (lock.m >= 0) close(lock.m), close(lock.t);
-    return;
-  }
   if (wk_check_job(ev, res, err, sizeof err)) {
     free(ev);
     return;
   }
-  const ka_task *t = ev->t;
   wk_seeds(ev);
   uint8_t *jbuf = NULL;
   size_t jlen = 0;
@@ -1865,10 +1935,10 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
   int rc = wk_prepare(ev, res, err, sizeof err);
   if (rc == KA_OK && (rc = wk_pack_runner_job(ev, &jbuf, &jlen, share, &nshare)) != KA_OK)
     wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "out of host memory");
-  ev->timeout = job->timeout_s > 0 ? job->timeout_s : t->timeout_s;
+  ev->timeout = job->timeout_s > 0 ? job->timeout_s : ev->t->timeout_s;
   wk_child ch = {
       .pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .st_fd = -1, .lock_m = -1, .lock_t = -1};
-  double t_prep = ka_now_s() - t0, t_run = ka_now_s();
+  double t_prep = ka_now_s() - t0, t_run0 = ka_now_s();
   /* the trial pipe (wk_early) */
   int gpu = strcmp(dev->backend, "host") != 0, trial[2] = {-1, -1};
   if (rc == KA_OK && pipe2(trial, O_CLOEXEC) != 0) trial[0] = trial[1] = -1;
@@ -1878,58 +1948,8 @@ static void wk_evaluate_once(const ka_exec_config *cfg, const Kernelarena__V1__D
     rc = wk_runner(ev, &ch, jbuf, jlen, share, nshare, trial[1], res, err, sizeof err);
   if (trial[1] >= 0) close(trial[1]); /* the runner has its own */
   if (rc != KA_OK && trial[0] >= 0) close(trial[0]);
-  if (rc == KA_OK) {
-    /* the references are computed here, in the trusted process, while the runner works
-     * (once per cache entry) */
-    double t_refs = ka_now_s();
-    char ref_err[320] = "";
-    int ref_rc = wk_references(t, ev->ref, ev->cs, ev->ncases, ref_err, sizeof ref_err);
-    t_refs = ka_now_s() - t_refs;
-    /* the runner's deadline starts once the references are in: their time (a new seed's
-     * draw on a loaded host) is ours, and a deadline from before them scored an honest
-     * step whose result was already waiting TIMEOUT (tests/slow_reference_test.sh) */
-    double deadline = ka_now_s() + ev->timeout;
-    wk_early early;
-    wk_early_start(&early, t, ev->cs, ref_rc == KA_OK ? ev->ncases : 0, trial[0]);
-    ka_sb result = {0}, log = {0};
-    int wstatus = 0;
-    size_t dropped = 0;
-    /* GPU backends: no submitted code runs on the host, so once the runner's result is
-     * in nothing of the runner's exit changes the verdict */
-    int left = 0;
-    rc = wk_collect(&ch, jbuf, 0, deadline, &result, &log, &wstatus, &dropped, gpu ? &left : NULL);
-    if (hold) ka_prefetch_resume(), hold = 0;
-    wk_early_end(&early);
-    if (left && ev->locked)
-      wk_finish_detached(cfg, dev, &ch);
-    else if (left)
-      wk_leave(dev, &ch);
-    t_run = ka_now_s() - t_run;
-    double t_judge = ka_now_s();
-    if (ref_rc != KA_OK) {
-      wk_fail(res, KERNELARENA__V1__STATUS__INFRA_ERROR, "the reference failed: %s", ref_err);
-    } else {
-      wk_verdict(ev, rc, &result, wstatus, &log, res, err, sizeof err);
-      wk_sandbox_verdict(&ch.report, res, &log);
-    }
-    /* the build cache takes the baseline's image of an evaluation with a verdict */
-    if (ev->image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
-      wk_image_put(ev, ev->image_fd);
-    if (ev->cand_image_fd >= 0 && res->status != KERNELARENA__V1__STATUS__INFRA_ERROR)
-      wk_cand_image_put(ev, ev->cand_image_fd);
-    ka_sb_printf(&log,
-                 "[kernelarena] executor: inputs %.1f ms, runner (references alongside) %.1f "
-                 "ms, of which references %.1f ms, judging %.1f ms (%d of %d cases compared "
-                 "while the runner timed)\n",
-                 t_prep * 1e3, t_run * 1e3, t_refs * 1e3, (ka_now_s() - t_judge) * 1e3,
-                 early.compared, ev->ncases);
-    if (dropped)
-      ka_sb_printf(&log, "\n[kernelarena] output truncated: %zu more bytes were dropped\n",
-                   dropped);
-    res->runtime_log = ka_sb_take(&log);
-    wk_truncate(&res->compile_log, WK_LOG_MAX);
-    ka_sb_free(&result);
-  }
+  if (rc == KA_OK)
+    wk_await_runner(ev, &ch, jbuf, trial[0], &hold, t_prep, t_run0, res, err, sizeof err);
   if (hold) ka_prefetch_resume(); /* the runner did not start */
   free(jbuf);
   res->wall_s = ka_now_s() - t0;
