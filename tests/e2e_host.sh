@@ -124,6 +124,13 @@ rc=$?
 after=$("$BIN/envctl" health --server "$URL" 2>/dev/null | sed -n 's/.*open_episodes=\([0-9]*\).*/\1/p')
 check "--agent bogus: exit 2, the agent named, no episode opened (open $before -> $after)" sh -c \
   "[ $rc -eq 2 ] && grep -q \"unknown agent 'bogus'\" '$WORK/bogus.out' && ! grep -q '^episode ' '$WORK/bogus.out' && [ -n '$before' ] && [ '$before' = '$after' ]"
+# a missing files folder is refused before an embedded server starts (a new user waited
+# for envserver and gpuexec to start before hearing of it)
+"$BIN/envctl" episode --tasks "$WORK/tasks" --task host/gelu --agent "files:$WORK/no-such-dir" \
+  >"$WORK/nodir.out" 2>&1
+rc=$?
+check "--agent files:MISSING: exit 2, named, before any server starts" sh -c \
+  "[ $rc -eq 2 ] && grep -q 'no such folder' '$WORK/nodir.out' && ! grep -q 'starting envserver' '$WORK/nodir.out'"
 
 # step k submits the k-th file of this list (KA_STEP counts from 0)
 LIST="fast.c wrong.c broken.c hang.c fast.c crash.c partial.c baseline lazy.c"

@@ -404,5 +404,7 @@ int cmd_episode(int argc, char **argv) {
     fprintf(stderr, "envctl: episode needs --task ID (see `envctl tasks`)\n");
     return 2;
   }
+  /* before an embedded server starts too (a new user waited for one to hear of a typo) */
+  if (ec_ep_check_agent(o.agent)) return 2;
   return ec_with_server(&o, ec_episode);
 }
