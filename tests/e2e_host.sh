@@ -145,6 +145,8 @@ check "step 1 fast: OK" sh -c "grep '^step 1:' '$WORK/multi.out' | grep -q 'stat
 check "step 1 fast: reward above 120" awk '/^step 1:/ {r=$NF} END{exit !(r+0 > 120)}' "$WORK/multi.out"
 check "step 2 wrong: INCORRECT, reward 20" sh -c "grep '^step 2:' '$WORK/multi.out' | grep -q 'status INCORRECT, compiled yes, reward 20.00'"
 check "step 2 wrong: mismatch reported" grep -q "elements differ; first at" "$WORK/multi.out"
+# a case that failed before it was timed shows no figures that read as a measured 0
+check "no case row reads 0.000x (untimed cases show -)" sh -c "! grep -q ' 0\.000x\$' '$WORK/multi.out' && grep -Eq '^  [A-Za-z0-9_]+ +NO .* - +- +-\$' '$WORK/multi.out'"
 check "step 3 broken: COMPILE_ERROR, reward 0" sh -c "grep '^step 3:' '$WORK/multi.out' | grep -q 'status COMPILE_ERROR, compiled no, reward 0.00'"
 check "step 3 broken: compiler log returned" grep -q "undefined_symbol_here" "$WORK/multi.out"
 check "step 4 hang: TIMEOUT, reward 20" sh -c "grep '^step 4:' '$WORK/multi.out' | grep -q 'status TIMEOUT, compiled yes, reward 20.00'"

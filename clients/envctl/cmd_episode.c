@@ -144,9 +144,13 @@ static void ec_print_step(int step, const Kernelarena__V1__StepResponse *s, int 
            "max_rel_err", "baseline_ms", "candidate_ms", "speedup");
     for (size_t i = 0; i < o->n_cases; i++) {
       const Kernelarena__V1__CaseResult *c = o->cases[i];
-      printf("  %-10s %-7s %-11.3g %-11.3g %-12.4f %-12.4f %.3fx\n", c->name,
-             c->correct ? "yes" : "NO", c->max_abs_err, c->max_rel_err, c->baseline_ms,
-             c->candidate_ms, c->speedup);
+      if (c->timed_calls > 0 || c->speedup > 0)
+        printf("  %-10s %-7s %-11.3g %-11.3g %-12.4f %-12.4f %.3fx\n", c->name,
+               c->correct ? "yes" : "NO", c->max_abs_err, c->max_rel_err, c->baseline_ms,
+               c->candidate_ms, c->speedup);
+      else /* not timed (it failed first): no figures that read as a measured 0 */
+        printf("  %-10s %-7s %-11.3g %-11.3g %-12s %-12s %s\n", c->name, c->correct ? "yes" : "NO",
+               c->max_abs_err, c->max_rel_err, "-", "-", "-");
       if (!c->correct && c->message && *c->message) printf("      %s\n", c->message);
     }
     /* the integrity checks' figures (docs/integrity.md): which timed calls were verified
