@@ -34,7 +34,8 @@
 #define WK_NOFILE 1024
 #define WK_NPROC 4096
 #define WK_HOST_AS_MIB 8192
-#define WK_GRACE_S 5.0 /* after the deadline, for the supervisor's report */
+#define WK_GRACE_S 5.0      /* after the deadline, for the supervisor's report */
+#define WK_REFS_GRACE_S 1.0 /* a runner's least time after the references (wk_await_runner) */
 #define WK_MAX_CASES 64
 /* descriptors passed with a runner's job: a memfd per tensor and case, the two build
  * caches' memfds (wk_pack_images), and up to three more (the go pipe, the device lock's
@@ -1857,8 +1858,13 @@ static void wk_await_runner(wk_eval *ev, wk_child *ch, const uint8_t *jbuf, int 
   t_refs = ka_now_s() - t_refs;
   /* the runner's deadline starts once the references are in: their time (a new seed's
    * draw on a loaded host) is ours, and a deadline from before them scored an honest
-   * step whose result was already waiting TIMEOUT (tests/slow_reference_test.sh) */
-  double deadline = ka_now_s() + ev->timeout;
+   * step whose result was already waiting TIMEOUT (tests/slow_reference_test.sh). At
+   * most twice the timeout from the runner's start, so a step stays bounded (review
+   * 2026-12-04), but always WK_REFS_GRACE_S after the references for a result that
+   * is waiting. */
+  double now = ka_now_s(), deadline = now + ev->timeout;
+  if (deadline > t_run0 + 2 * ev->timeout) deadline = t_run0 + 2 * ev->timeout;
+  if (deadline < now + WK_REFS_GRACE_S) deadline = now + WK_REFS_GRACE_S;
   wk_early early;
   wk_early_start(&early, t, ev->cs, ref_rc == KA_OK ? ev->ncases : 0, trial_r);
   ka_sb result = {0}, log = {0};
